@@ -1,0 +1,52 @@
+"""The ``gnnperf`` command.
+
+Each sub-command lives next to the code it drives and exposes ``add_arguments(parser)`` and
+``run(args) -> int``; this module only wires them up and turns user errors into one line on stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from gnnperf.errors import GnnperfError
+
+# name -> (module with add_arguments/run, help line)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "graph": ("gnnperf.graph.cli", "export a model and print its op table"),
+    "hardware": ("gnnperf.hardware.cli", "list, show or probe hardware entries"),
+    "zoo": ("gnnperf.zoo.cli", "list model-zoo families and sample configurations"),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="gnnperf", description="Predict deep-learning iteration time.")
+    parser.add_argument("-v", "--verbose", action="store_true", help="show library warnings and debug logs")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module_name, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        module = importlib.import_module(module_name)
+        module.add_arguments(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        return int(args._run(args) or 0)
+    except GnnperfError as e:
+        print(f"gnnperf {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,292 @@
+"""Model references: the strings users type, resolved to a buildable model with random weights.
+
+Forms (GUIDE "Model reference"):
+
+- ``timm:NAME`` (deprecated aliases resolve through timm), ``torchvision:NAME``
+- ``hf:PATH/TO/config.json``: ``transformers`` builds the class named in ``architectures`` (else the base
+  model) with ``from_config``; deep configs can be built shallower (see ``ModelSpec.num_layers``)
+- ``zoo:FAMILY?key=value&...``: a parametric family from :mod:`gnnperf.zoo.registry`
+- ``path/to/model.onnx``: an existing ONNX graph (nothing to build)
+- ``package.module:factory``: a callable returning an ``nn.Module``
+
+Nothing here downloads weights: every builder asks for random initialisation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl
+
+import torch
+from torch import nn
+
+from gnnperf.errors import GnnperfError, suggest
+
+
+@dataclass
+class ModelSpec:
+    """A resolved model reference.
+
+    Attributes:
+        ref: canonical reference (cache key component; zoo params are completed and sorted).
+        family: architecture family (timm module, torchvision module, HF model type, zoo family).
+        input_kind: ``image`` | ``tokens`` | ``sequence`` | ``vector`` | ``onnx``.
+        default_input_shape: per-sample input shape used when the workload gives none.
+        input_names: ONNX input names, one per model input.
+        vocab_size: upper bound of token ids for ``tokens`` models.
+        num_layers: depth of the repeated block for models that can be built shallower (HF configs);
+            ``None`` when the model cannot.
+        layer_scope: regex with one group matching the block index in ONNX node names (``layers.3``).
+        onnx_path: set for ``.onnx`` references.
+    """
+
+    ref: str
+    family: str
+    input_kind: str
+    default_input_shape: tuple[int, ...]
+    input_names: tuple[str, ...]
+    builder: Callable[[int | None], nn.Module] | None = None
+    vocab_size: int | None = None
+    num_layers: int | None = None
+    layer_scope: str | None = None
+    onnx_path: Path | None = None
+
+    def build(self, num_layers: int | None = None) -> nn.Module:
+        """The model with random weights; ``num_layers`` builds a shallower copy where supported."""
+        if self.builder is None:
+            raise GnnperfError(f"{self.ref} is an ONNX file; there is no PyTorch model to build")
+        if num_layers is not None and self.num_layers is None:
+            raise ValueError(f"{self.ref} cannot be built with a different depth")
+        return self.builder(num_layers)
+
+    def input_shape(self, shape: tuple[int, ...] | None) -> tuple[int, ...]:
+        return tuple(shape) if shape else self.default_input_shape
+
+    def make_inputs(
+        self,
+        batch_size: int,
+        input_shape: tuple[int, ...] | None = None,
+        device: str | torch.device = "cpu",
+        generator: torch.Generator | None = None,
+    ) -> tuple[torch.Tensor, ...]:
+        """Synthetic inputs for one batch: float tensors, or token ids below ``vocab_size``."""
+        shape = (batch_size, *self.input_shape(input_shape))
+        if self.input_kind == "tokens":
+            ids = torch.randint(0, self.vocab_size or 2, shape, generator=generator)
+            return (ids.to(device),)
+        return (torch.randn(shape, generator=generator).to(device),)
+
+
+def parse_input_shape(text: str | None) -> tuple[int, ...] | None:
+    """``"3,224,224"`` -> ``(3, 224, 224)``; ``None``/empty stays ``None``."""
+    if text is None or str(text).strip() == "":
+        return None
+    if isinstance(text, (list, tuple)):
+        parts = [str(p) for p in text]
+    else:
+        parts = [p for p in re.split(r"[,x ]+", str(text).strip("()[] ")) if p]
+    try:
+        shape = tuple(int(p) for p in parts)
+    except ValueError:
+        raise GnnperfError(f"bad input shape '{text}': expected positive integers such as 3,224,224") from None
+    if not shape or any(d <= 0 for d in shape):
+        raise GnnperfError(f"bad input shape '{text}': expected positive integers such as 3,224,224")
+    return shape
+
+
+def resolve(ref: str) -> ModelSpec:
+    """Resolve a model reference string; a bad reference raises :class:`GnnperfError`."""
+    ref = ref.strip()
+    if ref.startswith("timm:"):
+        return _timm(ref[5:])
+    if ref.startswith("torchvision:"):
+        return _torchvision(ref[12:])
+    if ref.startswith("hf:"):
+        return _hf(ref[3:])
+    if ref.startswith("zoo:"):
+        return _zoo(ref[4:])
+    if ref.lower().endswith(".onnx"):
+        return _onnx(ref)
+    if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", ref):
+        return _factory(ref)
+    raise GnnperfError(
+        f"unknown model reference '{ref}': expected timm:NAME, torchvision:NAME, hf:config.json, "
+        "zoo:FAMILY?k=v, path/to/model.onnx or package.module:factory"
+    )
+
+
+def _timm(name: str) -> ModelSpec:
+    import timm
+    from timm.models import get_pretrained_cfg_value, is_model
+
+    # timm maps deprecated names at create_model time; resolve them here so the family is right.
+    from timm.models._registry import _deprecated_models  # no public accessor for the alias table
+
+    canonical = name
+    for aliases in _deprecated_models.values():
+        if name in aliases and aliases[name]:
+            canonical = aliases[name]
+            break
+    arch = canonical.split(".")[0]
+    if not is_model(arch):
+        raise GnnperfError(f"unknown timm model '{name}'{suggest(name, timm.list_models())}")
+    input_size = get_pretrained_cfg_value(canonical, "input_size") or (3, 224, 224)
+    return ModelSpec(
+        ref=f"timm:{name}",
+        family=_timm_module(arch),
+        input_kind="image",
+        default_input_shape=tuple(input_size),
+        input_names=("input",),
+        builder=lambda _depth: timm.create_model(canonical, pretrained=False),
+    )
+
+
+def _timm_module(arch: str) -> str:
+    from timm.models._registry import _model_to_module  # the module that registered the architecture
+
+    return _model_to_module.get(arch, "timm")
+
+
+def _torchvision(name: str) -> ModelSpec:
+    import torchvision
+
+    names = torchvision.models.list_models()
+    if name not in names:
+        raise GnnperfError(f"unknown torchvision model '{name}'{suggest(name, names)}")
+    builder = torchvision.models.get_model_builder(name)
+    size = 299 if name == "inception_v3" else 224
+    kwargs: dict[str, Any] = {"weights": None}
+    if name in ("inception_v3", "googlenet"):
+        kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
+        kwargs["aux_logits"] = False
+    return ModelSpec(
+        ref=f"torchvision:{name}",
+        family=builder.__module__.rsplit(".", 1)[-1],
+        input_kind="image",
+        default_input_shape=(3, size, size),
+        input_names=("input",),
+        builder=lambda _depth: builder(**kwargs),
+    )
+
+
+def _hf(path: str) -> ModelSpec:
+    p = Path(path)
+    try:
+        cfg = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise GnnperfError(f"hf config not found: {path}") from None
+    except (OSError, json.JSONDecodeError) as e:
+        raise GnnperfError(f"cannot read hf config {path}: {e}") from None
+    if "model_type" not in cfg:
+        raise GnnperfError(f"hf config {path} has no 'model_type'")
+    try:
+        import transformers
+    except ImportError:
+        raise GnnperfError("hf: references need the 'transformers' package") from None
+
+    def make_config(num_layers: int | None):
+        kw = {k: v for k, v in cfg.items() if k != "model_type"}
+        config = transformers.AutoConfig.for_model(cfg["model_type"], **kw)
+        if num_layers is not None:
+            config.num_hidden_layers = num_layers
+        return config
+
+    try:
+        config = make_config(None)
+    except (ValueError, KeyError) as e:
+        raise GnnperfError(f"hf config {path}: {e}") from None
+    arch = (cfg.get("architectures") or [None])[0]
+    cls = getattr(transformers, arch, None) if arch else None
+
+    def build(num_layers: int | None) -> nn.Module:
+        c = make_config(num_layers)
+        c._attn_implementation = "eager"  # explicit MatMul/Softmax attention, as NeuSight measured
+        if cls is not None:
+            return cls._from_config(c)
+        return transformers.AutoModel.from_config(c)
+
+    depth = getattr(config, "num_hidden_layers", None)
+    is_encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    return ModelSpec(
+        ref=f"hf:{path}",
+        family=cfg["model_type"],
+        input_kind="tokens",
+        default_input_shape=(min(int(getattr(config, "max_position_embeddings", 512) or 512), 512),),
+        input_names=("input_ids",),
+        builder=build,
+        vocab_size=int(config.vocab_size),
+        # Encoder-decoder stacks have two depths; they are always built whole.
+        num_layers=None if is_encoder_decoder or not depth else int(depth),
+        layer_scope=r"\.(?:h|layer|layers|block|blocks)\.(\d+)/",
+    )
+
+
+def _zoo(body: str) -> ModelSpec:
+    from gnnperf.zoo.registry import coerce, get_family
+
+    name, _, query = body.partition("?")
+    family = get_family(name)
+    overrides = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        if key not in family.defaults:
+            family.params({key: value})  # raises the user error with suggestions
+        overrides[key] = coerce(value, family.defaults[key])
+    params = family.params(overrides)
+    canon = "&".join(
+        f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in sorted(params.items())
+    )
+    return ModelSpec(
+        ref=f"zoo:{name}?{canon}",
+        family=name,
+        input_kind=family.input_kind,
+        default_input_shape=tuple(family.input_shape(params)),
+        input_names=("input",),
+        builder=lambda _depth: family.build(**params),
+        vocab_size=family.vocab_size(params) if family.vocab_size else None,
+    )
+
+
+def _onnx(path: str) -> ModelSpec:
+    p = Path(path)
+    if not p.is_file():
+        raise GnnperfError(f"ONNX file not found: {path}")
+    return ModelSpec(
+        ref=str(p),
+        family="onnx",
+        input_kind="onnx",
+        default_input_shape=(),
+        input_names=(),
+        onnx_path=p,
+    )
+
+
+def _factory(ref: str) -> ModelSpec:
+    module_name, _, attr = ref.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as e:
+        raise GnnperfError(f"cannot import module '{module_name}' for {ref}: {e}") from None
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise GnnperfError(f"'{attr}' in module '{module_name}' is not a callable{suggest(attr, dir(module))}")
+
+    def build(_depth: int | None) -> nn.Module:
+        model = factory()
+        if not isinstance(model, nn.Module):
+            raise GnnperfError(f"{ref} returned {type(model).__name__}, not a torch.nn.Module")
+        return model
+
+    return ModelSpec(
+        ref=ref,
+        family=module_name.rsplit(".", 1)[-1],
+        input_kind="image",
+        default_input_shape=(),
+        input_names=("input",),
+        builder=build,
+    )
