@@ -33,6 +33,8 @@ class Family:
         input_shape: ``input_shape(params) -> per-sample shape`` used when the workload gives none.
         vocab_size: ``vocab_size(params) -> int`` for ``tokens`` families (token ids are drawn below it).
         description: one line for listings.
+        macs: ``macs(params) -> float`` approximate forward multiply-accumulates per sample (convolutions and
+            matrix products); samplers use it to keep draws CPU-affordable, listings show it.
     """
 
     name: str
@@ -43,6 +45,7 @@ class Family:
     input_shape: Callable[[dict[str, Any]], tuple[int, ...]]
     vocab_size: Callable[[dict[str, Any]], int] | None = None
     description: str = ""
+    macs: Callable[[dict[str, Any]], float] | None = None
     tags: tuple[str, ...] = field(default_factory=tuple)
 
     def __post_init__(self) -> None:
@@ -91,6 +94,14 @@ def get_family(name: str) -> Family:
 def list_families() -> list[str]:
     _load_families()
     return sorted(FAMILIES)
+
+
+def format_query(params: dict[str, Any]) -> str:
+    """Canonical query string of ``params``: keys sorted, lists comma-joined (``depths=2,2&width=64``)."""
+    return "&".join(
+        f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}"
+        for k, v in sorted(params.items())
+    )
 
 
 def coerce(value: str, like: Any) -> Any:

@@ -90,11 +90,11 @@ def parse_input_shape(text: str | None) -> tuple[int, ...] | None:
     if isinstance(text, (list, tuple)):
         parts = [str(p) for p in text]
     else:
-        parts = [p for p in re.split(r"[,x ]+", str(text).strip("()[] ")) if p]
-    try:
-        shape = tuple(int(p) for p in parts)
-    except ValueError:
-        raise GnnperfError(f"bad input shape '{text}': expected positive integers such as 3,224,224") from None
+        body = str(text).strip().strip("()[]").strip()
+        if not re.fullmatch(r"\d+(\s*[,x]\s*\d+)*,?", body):
+            raise GnnperfError(f"bad input shape '{text}': expected positive integers such as 3,224,224")
+        parts = [p for p in re.split(r"\s*[,x]\s*", body) if p]
+    shape = tuple(int(p) for p in parts)
     if not shape or any(d <= 0 for d in shape):
         raise GnnperfError(f"bad input shape '{text}': expected positive integers such as 3,224,224")
     return shape
@@ -124,15 +124,10 @@ def resolve(ref: str) -> ModelSpec:
 def _timm(name: str) -> ModelSpec:
     import timm
     from timm.models import get_pretrained_cfg_value, is_model
+    from timm.models._registry import get_deprecated_models
 
-    # timm maps deprecated names at create_model time; resolve them here so the family is right.
-    from timm.models._registry import _deprecated_models  # no public accessor for the alias table
-
-    canonical = name
-    for aliases in _deprecated_models.values():
-        if name in aliases and aliases[name]:
-            canonical = aliases[name]
-            break
+    # Deprecated names (benchmark tables use many) map to their current name and pretrained tag.
+    canonical = get_deprecated_models().get(name) or name
     arch = canonical.split(".")[0]
     if not is_model(arch):
         raise GnnperfError(f"unknown timm model '{name}'{suggest(name, timm.list_models())}")
@@ -195,6 +190,7 @@ def _hf(path: str) -> ModelSpec:
         config = transformers.AutoConfig.for_model(cfg["model_type"], **kw)
         if num_layers is not None:
             config.num_hidden_layers = num_layers
+        config.use_cache = False  # a training step keeps no KV cache (and the cache object breaks tracing)
         return config
 
     try:
@@ -207,9 +203,8 @@ def _hf(path: str) -> ModelSpec:
     def build(num_layers: int | None) -> nn.Module:
         c = make_config(num_layers)
         c._attn_implementation = "eager"  # explicit MatMul/Softmax attention, as NeuSight measured
-        if cls is not None:
-            return cls._from_config(c)
-        return transformers.AutoModel.from_config(c)
+        model = cls._from_config(c) if cls is not None else transformers.AutoModel.from_config(c)
+        return HFLogits(model, bool(getattr(c, "is_encoder_decoder", False)))
 
     depth = getattr(config, "num_hidden_layers", None)
     is_encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
@@ -223,12 +218,33 @@ def _hf(path: str) -> ModelSpec:
         vocab_size=int(config.vocab_size),
         # Encoder-decoder stacks have two depths; they are always built whole.
         num_layers=None if is_encoder_decoder or not depth else int(depth),
-        layer_scope=r"\.(?:h|layer|layers|block|blocks)\.(\d+)/",
+        layer_scope=LAYER_SCOPE,
     )
 
 
+# Block index in ONNX node names ("/m/transformer/h.3/attn/MatMul") and parameter names ("m.model.layers.3.").
+LAYER_SCOPE = r"[/.](?:h|layer|layers|block|blocks)\.(\d+)[/.]"
+
+
+class HFLogits(nn.Module):
+    """Calls a transformers model with token ids only and returns its first output (the logits).
+
+    Exporters fill a forward's remaining defaults in as graph inputs (``logits_to_keep`` would become a tensor
+    and cut the LM head to one position); this wrapper keeps the traced signature to ``input_ids``.
+    """
+
+    def __init__(self, model: nn.Module, encoder_decoder: bool) -> None:
+        super().__init__()
+        self.m = model
+        self.encoder_decoder = encoder_decoder
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        extra = {"decoder_input_ids": input_ids} if self.encoder_decoder else {}
+        return self.m(input_ids=input_ids, use_cache=False, return_dict=False, **extra)[0]
+
+
 def _zoo(body: str) -> ModelSpec:
-    from gnnperf.zoo.registry import coerce, get_family
+    from gnnperf.zoo.registry import coerce, format_query, get_family
 
     name, _, query = body.partition("?")
     family = get_family(name)
@@ -236,13 +252,13 @@ def _zoo(body: str) -> ModelSpec:
     for key, value in parse_qsl(query, keep_blank_values=True):
         if key not in family.defaults:
             family.params({key: value})  # raises the user error with suggestions
-        overrides[key] = coerce(value, family.defaults[key])
+        try:
+            overrides[key] = coerce(value, family.defaults[key])
+        except GnnperfError as e:
+            raise GnnperfError(f"zoo:{name} parameter '{key}': {e}") from None
     params = family.params(overrides)
-    canon = "&".join(
-        f"{k}={','.join(map(str, v)) if isinstance(v, (list, tuple)) else v}" for k, v in sorted(params.items())
-    )
     return ModelSpec(
-        ref=f"zoo:{name}?{canon}",
+        ref=f"zoo:{name}?{format_query(params)}",
         family=name,
         input_kind=family.input_kind,
         default_input_shape=tuple(family.input_shape(params)),
@@ -274,7 +290,9 @@ def _factory(ref: str) -> ModelSpec:
         raise GnnperfError(f"cannot import module '{module_name}' for {ref}: {e}") from None
     factory = getattr(module, attr, None)
     if not callable(factory):
-        raise GnnperfError(f"'{attr}' in module '{module_name}' is not a callable{suggest(attr, dir(module))}")
+        raise GnnperfError(
+            f"'{attr}' in module '{module_name}' is not a callable{suggest(attr, dir(module))}"
+        )
 
     def build(_depth: int | None) -> nn.Module:
         model = factory()

@@ -1,0 +1,107 @@
+"""Model reference -> OpGraph: resolve, export (or read the ONNX file), build the IR, cache it."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+
+from gnnperf.errors import GnnperfError
+from gnnperf.graph.export import EXPORT_BATCH, OPSET, export_model, load_onnx, onnx_input_shape
+from gnnperf.graph.features import FEATURE_VERSION
+from gnnperf.graph.ir import OpGraph, build_ir
+from gnnperf.graph.repeat import repeat_block
+from gnnperf.zoo.resolve import ModelSpec, resolve
+
+log = logging.getLogger(__name__)
+SHALLOW_ABOVE = 4  # stacks deeper than this are exported with two blocks and repeated (see .repeat)
+
+
+def default_cache_dir() -> Path:
+    return Path(os.environ.get("GNNPERF_CACHE", Path.home() / ".cache" / "gnnperf")) / "graphs"
+
+
+class GraphCache:
+    """OpGraphs on disk, keyed by (model reference, per-sample input shape, FEATURE_VERSION, opset)."""
+
+    def __init__(self, root: str | Path | None = None) -> None:
+        self.root = Path(root) if root else default_cache_dir()
+
+    @staticmethod
+    def key(ref: str, input_shape: tuple[int, ...], exporter: str = "auto") -> str:
+        ident = json.dumps([ref, list(input_shape), FEATURE_VERSION, OPSET, exporter])
+        return hashlib.sha256(ident.encode()).hexdigest()[:20]
+
+    def path(self, key: str) -> Path:
+        return self.root / f"{key}.json.gz"
+
+    def get(self, key: str) -> OpGraph | None:
+        p = self.path(key)
+        if not p.exists():
+            return None
+        try:
+            with gzip.open(p, "rt") as f:
+                return OpGraph.from_dict(json.load(f))
+        except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
+            log.warning("ignoring unreadable graph cache entry %s: %s", p, e)
+            return None
+
+    def put(self, key: str, graph: OpGraph) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            tmp = self.path(key).with_suffix(f".tmp{os.getpid()}")
+            with gzip.open(tmp, "wt", compresslevel=1) as f:
+                json.dump(graph.to_dict(), f, separators=(",", ":"))
+            os.replace(tmp, self.path(key))  # atomic: readers never see half a file
+        except OSError as e:
+            log.warning("cannot write graph cache %s: %s", self.root, e)
+
+
+def build_graph(
+    ref: str | ModelSpec,
+    input_shape: tuple[int, ...] | None = None,
+    exporter: str = "auto",
+    cache: GraphCache | None = None,
+    shallow: bool | None = None,
+    export_batch: int = EXPORT_BATCH,
+) -> OpGraph:
+    """The OpGraph of a model reference, from the cache when present.
+
+    Args:
+        input_shape: per-sample input shape; the model's default when ``None``.
+        exporter: ``auto``, ``torchscript`` or ``dynamo``.
+        cache: where graphs persist; ``None`` disables caching.
+        shallow: export two blocks and repeat them (``None``: only for stacks deeper than ``SHALLOW_ABOVE``).
+        export_batch: batch of the example input used for tracing (tests compare two of them).
+    """
+    spec = resolve(ref) if isinstance(ref, str) else ref
+    depth = spec.num_layers
+    use_shallow = bool(depth and depth > 2 and (shallow if shallow is not None else depth > SHALLOW_ABOVE))
+    if spec.input_kind == "onnx":
+        exported = load_onnx(spec.onnx_path)
+        shape = tuple(input_shape) if input_shape else onnx_input_shape(exported)
+    else:
+        shape = spec.input_shape(input_shape)
+        if not shape:
+            raise GnnperfError(f"{spec.ref} has no default input shape; give one (--input-shape 3,224,224)")
+    ident = spec.ref
+    if spec.onnx_path is not None:  # the same path may hold another graph tomorrow
+        ident += "#" + hashlib.sha256(spec.onnx_path.read_bytes()).hexdigest()[:16]
+    key = GraphCache.key(ident, shape, exporter) + ("-shallow" if use_shallow else "") + f"-b{export_batch}"
+    if cache is not None and (hit := cache.get(key)) is not None:
+        return hit
+    if spec.input_kind != "onnx":
+        exported = export_model(spec, shape, exporter, 2 if use_shallow else None, export_batch)
+    graph = build_ir(
+        exported.model, spec.ref, shape, exported.exporter, exported.model_inputs, exported.trainable
+    )
+    graph.meta["family"] = spec.family
+    graph.meta["input_kind"] = spec.input_kind
+    if use_shallow:
+        graph = repeat_block(graph, depth, spec.layer_scope)
+    if cache is not None:
+        cache.put(key, graph)
+    return graph

@@ -1,0 +1,202 @@
+"""Per-op forward cost from shapes: FLOPs (a multiply-add is 2), bytes read and written, parameters.
+
+``mat_flops`` counts only the products of matrix-like ops (Conv, ConvTranspose, Gemm, MatMul, Einsum,
+recurrent cells) without bias adds: that is what ``torch.utils.flop_counter.FlopCounterMode`` counts, and the
+tests hold it to that. ``flops`` adds bias, elementwise, normalisation, softmax, pooling and reduction work with
+the per-element counts in :data:`PER_ELEMENT`. Data movement ops (Reshape, Transpose, Concat, ...) cost bytes
+but no FLOPs. An op type without a rule costs nothing and is reported in :data:`OTHER` by :func:`graph_costs`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from gnnperf.graph.ir import DTYPE_BYTES, Node, OpGraph
+
+log = logging.getLogger(__name__)
+OTHER = "OTHER"
+
+
+@dataclass
+class Cost:
+    flops: float = 0.0
+    mat_flops: float = 0.0
+    bytes_read: float = 0.0
+    bytes_written: float = 0.0
+    params: int = 0
+    known: bool = True  # False: no rule for the op type (FLOPs zero, bytes still counted)
+
+    @property
+    def intensity(self) -> float:
+        """FLOPs per byte moved."""
+        return self.flops / max(self.bytes_read + self.bytes_written, 1.0)
+
+
+Shape = tuple[int, ...]
+
+# FLOPs per output element (per input element for reductions). Simple arithmetic counts 1; composite
+# activations count the arithmetic of their usual formula; training-mode normalisation computes statistics
+# (mean: 1, variance: 3) then normalises and applies the affine (4).
+PER_ELEMENT: dict[str, float] = {
+    **dict.fromkeys(
+        ["Add", "Sub", "Mul", "Div", "Relu", "LeakyRelu", "PRelu", "Neg", "Abs", "Max", "Min", "Sqrt", "Reciprocal", "Pow", "Exp", "Log", "Erf", "Tanh", "Sigmoid", "Sign", "Ceil", "Floor", "Round", "Clip", "Where", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Not", "Mod", "Sin", "Cos"],
+        1.0,
+    ),
+    "Elu": 3.0,
+    "Selu": 4.0,
+    "Celu": 4.0,
+    "Softplus": 3.0,
+    "Softsign": 3.0,
+    "HardSigmoid": 3.0,
+    "HardSwish": 4.0,
+    "Mish": 6.0,
+    "Gelu": 8.0,
+    "ThresholdedRelu": 1.0,
+    "Dropout": 2.0,  # draw the mask, apply it
+    "BatchNormalization": 8.0,
+    "LayerNormalization": 8.0,
+    "InstanceNormalization": 8.0,
+    "GroupNormalization": 8.0,
+    "LpNormalization": 3.0,
+    "Softmax": 5.0,  # max, subtract, exp, sum, divide
+    "LogSoftmax": 5.0,
+    "CumSum": 1.0,
+    "RandomUniformLike": 1.0,
+    "RandomNormalLike": 1.0,
+    "Bernoulli": 1.0,
+    "Resize": 4.0,  # linear interpolation weights
+}
+REDUCTIONS = {
+    "ReduceMean",
+    "ReduceSum",
+    "ReduceMax",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceL2",
+    "ReduceSumSquare",
+}
+REDUCTIONS |= {"ReduceL1", "ReduceLogSumExp", "ArgMax", "ArgMin", "GlobalAveragePool", "GlobalMaxPool"}
+MOVEMENT = set(
+    ["Reshape", "Transpose", "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Identity", "Pad", "Cast", "Tile", "ScatterND", "ScatterElements", "Shape", "Size", "ConstantOfShape", "Range", "DepthToSpace", "SpaceToDepth", "Trilu", "NonZero", "TopK", "Einsum"]
+) - {"Einsum"}
+
+
+def _numel(shape: Shape | None) -> int:
+    return int(np.prod(shape)) if shape else (1 if shape == () else 0)
+
+
+def _has(ins: list, slot: int) -> bool:
+    return len(ins) > slot and ins[slot] is not None
+
+
+def _conv(node: Node, ins: list, outs: list) -> tuple[float, float]:
+    mat = 2.0 * _numel(outs[0]) * _numel(ins[1][1:])  # weight (Cout, Cin/groups, *k)
+    return mat, mat + (_numel(outs[0]) if _has(ins, 2) else 0)
+
+
+def _conv_transpose(node: Node, ins: list, outs: list) -> tuple[float, float]:
+    mat = 2.0 * _numel(ins[0]) * _numel(ins[1][1:])  # weight (Cin, Cout/groups, *k)
+    return mat, mat + (_numel(outs[0]) if _has(ins, 2) else 0)
+
+
+def _matmul_shapes(a: Shape, b: Shape) -> tuple[int, int, int, int]:
+    """(batch, M, K, N) of numpy-style matmul with broadcasting; 1-D operands are promoted."""
+    a2 = (1, *a) if len(a) == 1 else a
+    b2 = (*b, 1) if len(b) == 1 else b
+    batch = np.broadcast_shapes(tuple(a2[:-2]), tuple(b2[:-2]))
+    return _numel(batch), a2[-2], a2[-1], b2[-1]
+
+
+def _matmul(node: Node, ins: list, outs: list) -> tuple[float, float]:
+    batch, m, k, n = _matmul_shapes(ins[0], ins[1])
+    mat = 2.0 * batch * m * k * n
+    return mat, mat
+
+
+def _gemm(node: Node, ins: list, outs: list) -> tuple[float, float]:
+    k = ins[0][0] if node.attrs.get("transA", 0) else ins[0][-1]
+    mat = 2.0 * _numel(outs[0]) * k
+    return mat, mat + (_numel(outs[0]) if _has(ins, 2) else 0)
+
+
+def _einsum(node: Node, ins: list, outs: list) -> tuple[float, float]:
+    eq = str(node.attrs.get("equation", "")).replace(" ", "")
+    lhs = eq.split("->")[0].split(",")
+    shapes = [s for s in ins if s is not None]
+    sizes: dict[str, int] = {}
+    for letters, shape in zip(lhs, shapes):
+        for ch, d in zip(letters.replace("...", ""), shape[-len(letters.replace("...", "")) :]):
+            sizes[ch] = d
+    mat = 2.0 * math.prod(sizes.values()) if len(lhs) > 1 else 0.0
+    return mat, mat or float(_numel(shapes[0]))
+
+
+def _rnn(node: Node, ins: list, outs: list) -> tuple[float, float]:
+    gates = {"LSTM": 4, "GRU": 3, "RNN": 1}[node.op_type]
+    x = ins[0]  # (seq, batch, input) in ONNX layout
+    hidden = int(node.attrs.get("hidden_size", 0))
+    directions = 2 if node.attrs.get("direction") == "bidirectional" else 1
+    steps = x[0] * x[1] * directions
+    mat = 2.0 * steps * gates * hidden * (x[2] + hidden)
+    return mat, mat + steps * gates * hidden * 4  # gate bias, activations, state update
+
+
+def _pool(node: Node, ins: list, outs: list) -> tuple[float, float]:
+    return 0.0, float(_numel(outs[0]) * math.prod(node.attrs.get("kernel_shape", [1])))
+
+
+RULES: dict[str, Callable[[Node, list, list], tuple[float, float]]] = {
+    "Conv": _conv,
+    "ConvTranspose": _conv_transpose,
+    "MatMul": _matmul,
+    "Gemm": _gemm,
+    "Einsum": _einsum,
+    "LSTM": _rnn,
+    "GRU": _rnn,
+    "RNN": _rnn,
+    "MaxPool": _pool,
+    "AveragePool": _pool,
+    "LpPool": _pool,
+}
+
+
+def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
+    """Cost of one node at ``batch_size``."""
+    fixed = node.fixed_shapes or [None] * len(node.inputs)
+    ins = [
+        graph.values[v].shape(batch_size) if v else (tuple(f) if f is not None else None)
+        for v, f in zip(node.inputs, fixed)
+    ]
+    outs = [graph.values[v].shape(batch_size) for v in node.outputs]
+    pshapes = [tuple(graph.params[p].shape) for p in node.params]
+    pbytes = sum(_numel(s) * DTYPE_BYTES.get(graph.params[p].dtype, 4) for p, s in zip(node.params, pshapes))
+    read = sum(_numel(s) * graph.values[v].itemsize for v, s in zip(node.inputs, ins) if v) + pbytes
+    written = sum(_numel(s) * graph.values[v].itemsize for v, s in zip(node.outputs, outs))
+    cost = Cost(bytes_read=float(read), bytes_written=float(written), params=sum(map(_numel, pshapes)))
+    op = node.op_type
+    if op in RULES:
+        cost.mat_flops, cost.flops = RULES[op](node, ins, outs)
+    elif op in PER_ELEMENT:
+        cost.flops = PER_ELEMENT[op] * _numel(outs[0])
+    elif op in REDUCTIONS:
+        cost.flops = float(_numel(ins[0]))
+    elif op not in MOVEMENT:
+        cost.known = False
+    return cost
+
+
+def graph_costs(graph: OpGraph, batch_size: int) -> tuple[list[Cost], dict[str, int]]:
+    """Costs of every node, and the op types that had no rule (counted; costed as zero)."""
+    costs = [node_cost(graph, node, batch_size) for node in graph.nodes]
+    unknown: dict[str, int] = {}
+    for node, c in zip(graph.nodes, costs):
+        if not c.known:
+            unknown[node.op_type] = unknown.get(node.op_type, 0) + 1
+    if unknown:
+        log.warning("no cost rule for %s; counted as %s with zero cost", ", ".join(sorted(unknown)), OTHER)
+    return costs, unknown

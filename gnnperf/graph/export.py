@@ -1,0 +1,178 @@
+"""PyTorch -> ONNX in training mode with a symbolic batch axis.
+
+The TorchScript exporter is tried first (fast, keeps module scopes in node names, can leave parameters out);
+where it fails the dynamo exporter is tried before giving up, and the graph records which one produced it.
+Export happens at batch 2: BatchNorm in training mode rejects one value per channel.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import torch
+
+from gnnperf.errors import GnnperfError
+from gnnperf.zoo.resolve import ModelSpec
+
+OPSET = 17
+EXPORT_BATCH = 2
+EXPORTERS = ("torchscript", "dynamo")
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Exported:
+    model: onnx.ModelProto
+    exporter: str
+    model_inputs: list[str]
+    trainable: set[str] | None
+
+
+@contextlib.contextmanager
+def _quiet():
+    """The exporters warn and print a lot (tracer warnings, dynamo progress); keep the CLI's output clean."""
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "torch.fx")]
+    levels = [lg.level for lg in loggers]
+    with warnings.catch_warnings(), open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+        warnings.simplefilter("ignore")
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL)
+        try:
+            yield
+        finally:
+            for lg, level in zip(loggers, levels):
+                lg.setLevel(level)
+
+
+def _diff_symbolic(g, x, n, dim, prepend, append):
+    """``torch.diff`` (first order), which the TorchScript exporter lacks; transformers' mask code uses it."""
+    from torch.onnx import symbolic_helper as sh
+
+    axis = sh._get_const(dim, "i", "dim")
+    parts = [p for p in (prepend, x, append) if not sh._is_none(p)]
+    if len(parts) > 1:
+        x = g.op("Concat", *parts, axis_i=axis)
+
+    def const(v: int):
+        return g.op("Constant", value_t=torch.tensor([v], dtype=torch.long))
+
+    return g.op(
+        "Sub",
+        g.op("Slice", x, const(1), const(2**62), const(axis)),
+        g.op("Slice", x, const(0), const(-1), const(axis)),
+    )
+
+
+torch.onnx.register_custom_op_symbolic("aten::diff", _diff_symbolic, OPSET)
+
+
+def _torchscript(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.ModelProto:
+    buf = io.BytesIO()
+    torch.onnx.export(
+        model,
+        args,
+        buf,
+        dynamo=False,
+        export_params=False,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False,
+        opset_version=OPSET,
+        input_names=names,
+        dynamic_axes={n: {0: "batch"} for n in names},
+    )
+    return onnx.load_from_string(buf.getvalue())
+
+
+def _dynamo(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.ModelProto:
+    batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    program = torch.onnx.export(
+        model,
+        args,
+        dynamo=True,
+        input_names=names,
+        dynamic_shapes=tuple({0: batch} for _ in args),
+        opset_version=max(OPSET, 18),
+        optimize=False,
+        verify=False,
+    )
+    return program.model_proto
+
+
+def export_model(
+    spec: ModelSpec,
+    input_shape: tuple[int, ...],
+    exporter: str = "auto",
+    num_layers: int | None = None,
+    export_batch: int = EXPORT_BATCH,
+) -> Exported:
+    """Build ``spec`` with random weights and export it.
+
+    Args:
+        exporter: ``auto`` (TorchScript, then dynamo), ``torchscript`` or ``dynamo``.
+        num_layers: build a shallower copy (see :mod:`gnnperf.graph.repeat`).
+        export_batch: batch of the example input (the graph's batch axis stays symbolic either way).
+    """
+    if exporter not in ("auto", *EXPORTERS):
+        raise GnnperfError(f"unknown exporter '{exporter}'; choose auto, torchscript or dynamo")
+    try:
+        model = spec.build(num_layers)
+    except GnnperfError:
+        raise
+    except Exception as e:
+        raise GnnperfError(f"cannot build {spec.ref}: {type(e).__name__}: {_first_line(e)}") from None
+    model.train()
+    args = spec.make_inputs(export_batch, input_shape, generator=torch.Generator().manual_seed(0))
+    names = list(spec.input_names)
+    trainable = {n for n, _ in model.named_parameters()}
+    errors = []
+    for name in EXPORTERS if exporter == "auto" else (exporter,):
+        try:
+            with _quiet():
+                proto = (_torchscript if name == "torchscript" else _dynamo)(model, args, names)
+            return Exported(proto, name, names, trainable)
+        except Exception as e:
+            log.debug("%s exporter failed on %s", name, spec.ref, exc_info=True)
+            errors.append(f"{name} exporter: {type(e).__name__}: {_first_line(e)}")
+    raise GnnperfError(f"export of {spec.ref} failed; " + "; ".join(errors))
+
+
+def load_onnx(path: Path) -> Exported:
+    """Read an existing ONNX file; its batch axis is dim 0 of every non-initializer input."""
+    try:
+        proto = onnx.load(str(path), load_external_data=False)
+    except Exception as e:
+        raise GnnperfError(f"cannot read ONNX file {path}: {type(e).__name__}: {_first_line(e)}") from None
+    inits = {i.name for i in proto.graph.initializer}
+    inputs = [vi for vi in proto.graph.input if vi.name not in inits]
+    # Files exported without parameters list them as inputs too; data inputs are the ones with a batch symbol.
+    symbolic = [
+        vi.name
+        for vi in inputs
+        if vi.type.tensor_type.shape.dim[:1] and vi.type.tensor_type.shape.dim[0].dim_param
+    ]
+    names = symbolic or [vi.name for vi in inputs[:1]]
+    if not names:
+        raise GnnperfError(f"ONNX file {path} has no graph input")
+    return Exported(proto, "file", names, None)
+
+
+def onnx_input_shape(exported: Exported) -> tuple[int, ...]:
+    """Per-sample shape of the first data input of an ONNX file (dims after the batch axis)."""
+    vi = next(v for v in exported.model.graph.input if v.name == exported.model_inputs[0])
+    dims = vi.type.tensor_type.shape.dim[1:]
+    if not all(d.HasField("dim_value") for d in dims):
+        raise GnnperfError(f"ONNX input '{vi.name}' has symbolic non-batch dims; give --input-shape")
+    return tuple(int(d.dim_value) for d in dims)
+
+
+def _first_line(e: BaseException) -> str:
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip().splitlines()
+    return text[0][:300] if text else type(e).__name__

@@ -1,0 +1,222 @@
+"""The op graph: ONNX ops as nodes, data flow as edges, shapes affine in the batch size.
+
+Only ops that touch data derived from a model input become nodes. Shape computations (``Shape`` and what is
+fed only by it), ``Constant`` nodes and weight-only preprocessing (a ``Transpose`` of a weight) are folded away:
+PyTorch runs none of them as kernels on the data. Parameters and buffers are attributes of the node that
+consumes them, never nodes.
+
+Every value's shape is stored as two integer vectors ``(coef, const)``, so that at batch ``B`` dim ``i`` is
+``coef[i] * B + const[i]``. They come from concrete inference at two batch sizes (see :mod:`.shapes`); a third
+size checks that the dims are affine. Specialising to a batch size is then a substitution, not a re-export.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from gnnperf.errors import GnnperfError
+from gnnperf.graph.shapes import infer_shapes
+
+PROBE_BATCHES = (2, 3, 5)  # two to solve for (coef, const), the third to check
+BUFFER_HINTS = ("running_mean", "running_var", "num_batches_tracked")
+
+DTYPE_NAMES = {
+    onnx.TensorProto.FLOAT: "float32",
+    onnx.TensorProto.FLOAT16: "float16",
+    onnx.TensorProto.BFLOAT16: "bfloat16",
+    onnx.TensorProto.DOUBLE: "float64",
+    onnx.TensorProto.INT64: "int64",
+    onnx.TensorProto.INT32: "int32",
+    onnx.TensorProto.INT8: "int8",
+    onnx.TensorProto.UINT8: "uint8",
+    onnx.TensorProto.BOOL: "bool",
+}
+DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "int8": 1}
+DTYPE_BYTES.update({"uint8": 1, "bool": 1})
+
+
+@dataclass
+class Value:
+    """A data tensor: dtype and affine shape ``coef * B + const``."""
+
+    dtype: str
+    coef: list[int]
+    const: list[int]
+
+    def shape(self, batch_size: int) -> tuple[int, ...]:
+        return tuple(a * batch_size + c for a, c in zip(self.coef, self.const))
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, 4)
+
+
+@dataclass
+class Node:
+    """One ONNX op on data.
+
+    Attributes:
+        inputs: data inputs in ONNX order (value names); ``''`` where the slot holds a parameter or a
+            shape-computation constant.
+        params: parameter/buffer names this op consumes (through weight-only preprocessing too).
+        attrs: scalar and list attributes of the ONNX node.
+        fixed_shapes: per input slot, the batch-independent shape of a non-data input (a weight as the op
+            sees it, after any transpose), ``None`` for data slots and empty slots.
+    """
+
+    name: str
+    op_type: str
+    inputs: list[str]
+    outputs: list[str]
+    params: list[str] = field(default_factory=list)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    fixed_shapes: list[list[int] | None] = field(default_factory=list)
+
+
+@dataclass
+class Param:
+    shape: list[int]
+    dtype: str
+    trainable: bool
+
+
+@dataclass
+class OpGraph:
+    """The attributed computation graph of one model at one per-sample input shape (batch symbolic)."""
+
+    model_ref: str
+    input_shape: list[int]
+    exporter: str
+    opset: int
+    nodes: list[Node]
+    values: dict[str, Value]
+    params: dict[str, Param]
+    inputs: list[str]
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    def edges(self) -> list[tuple[int, int, str]]:
+        """(producer index, consumer index, value name) for every data-flow edge, in node order."""
+        producer = {o: i for i, n in enumerate(self.nodes) for o in n.outputs}
+        return [(producer[v], j, v) for j, n in enumerate(self.nodes) for v in n.inputs if v in producer]
+
+    def param_count(self, trainable_only: bool = True) -> int:
+        used = {p for n in self.nodes for p in n.params}
+        return int(
+            sum(np.prod(self.params[p].shape) for p in used if self.params[p].trainable or not trainable_only)
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> OpGraph:
+        return cls(
+            model_ref=d["model_ref"],
+            input_shape=list(d["input_shape"]),
+            exporter=d["exporter"],
+            opset=int(d["opset"]),
+            nodes=[Node(**n) for n in d["nodes"]],
+            values={k: Value(**v) for k, v in d["values"].items()},
+            params={k: Param(**p) for k, p in d["params"].items()},
+            inputs=list(d["inputs"]),
+            meta=dict(d.get("meta", {})),
+        )
+
+
+def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for a in node.attribute:
+        v = helper.get_attribute_value(a)
+        if isinstance(v, bytes):
+            v = v.decode(errors="replace")
+        if isinstance(v, (int, float, str)) or (
+            isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
+        ):
+            out[a.name] = list(v) if isinstance(v, list) else v
+    return out
+
+
+def build_ir(
+    model: onnx.ModelProto,
+    model_ref: str,
+    input_shape: tuple[int, ...],
+    exporter: str,
+    model_inputs: list[str],
+    trainable: set[str] | None = None,
+) -> OpGraph:
+    """Turn an exported ONNX model into an OpGraph.
+
+    Args:
+        model_inputs: graph inputs fed by the model's data (batch = dim 0); every other graph input and every
+            initializer is a parameter or buffer.
+        trainable: names of trainable parameters; other parameter inputs count as buffers. ``None`` guesses
+            from the names (``running_mean``/``running_var``/``num_batches_tracked`` are buffers).
+    """
+    graph = model.graph
+    init_names = {i.name for i in graph.initializer}
+    if not model_inputs:
+        raise GnnperfError(f"{model_ref}: the ONNX graph has no model input")
+    passes = [infer_shapes(model, dict.fromkeys(model_inputs, 0), b) for b in PROBE_BATCHES]
+    base = passes[0]
+
+    param_names = {vi.name for vi in graph.input if vi.name not in model_inputs} | init_names
+    params = {}
+    for name in param_names:
+        shape = base.shape(name)
+        if shape is None:
+            raise GnnperfError(f"{model_ref}: parameter '{name}' has no static shape")
+        is_trainable = (
+            name in trainable if trainable is not None else not any(b in name for b in BUFFER_HINTS)
+        )
+        params[name] = Param(list(shape), DTYPE_NAMES.get(base.dtype(name), "float32"), is_trainable)
+
+    data = set(model_inputs)  # values derived from a model input
+    origin: dict[str, set[str]] = {p: {p} for p in param_names}  # param-derived value -> its parameters
+    nodes: list[Node] = []
+    for node in graph.node:
+        ins = list(node.input)
+        if any(i in data for i in ins if i) and node.op_type not in ("Shape", "Size"):
+            nodes.append(
+                Node(
+                    name=node.name or f"{node.op_type}_{len(nodes)}",
+                    op_type=node.op_type,
+                    inputs=[i if i in data else "" for i in ins],
+                    outputs=[o for o in node.output if o],
+                    params=sorted(set().union(*(origin.get(i, set()) for i in ins if i))),
+                    attrs=_attrs(node),
+                    fixed_shapes=[None if (not i or i in data) else list(base.shape(i) or []) for i in ins],
+                )
+            )
+            data.update(o for o in node.output if o)
+        else:
+            src = set().union(*(origin.get(i, set()) for i in ins if i)) if ins else set()
+            if src and node.output[0] not in base.static:
+                for o in node.output:
+                    origin[o] = src
+
+    values = {}
+    for name in data:
+        shapes = [p.shape(name) for p in passes]
+        if any(s is None for s in shapes) or len({len(s) for s in shapes}) != 1:
+            raise GnnperfError(f"{model_ref}: no static shape for value '{name}'")
+        (b0, b1, b2), (s0, s1, s2) = PROBE_BATCHES, shapes
+        coef = [(d1 - d0) // (b1 - b0) for d0, d1 in zip(s0, s1)]
+        const = [d0 - a * b0 for d0, a in zip(s0, coef)]
+        if any(a * b2 + c != d2 for a, c, d2 in zip(coef, const, s2)):
+            raise GnnperfError(f"{model_ref}: shape of '{name}' is not affine in the batch size: {shapes}")
+        values[name] = Value(DTYPE_NAMES.get(base.dtype(name), "other"), coef, const)
+    return OpGraph(
+        model_ref=model_ref,
+        input_shape=list(input_shape),
+        exporter=exporter,
+        opset=next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0),
+        nodes=nodes,
+        values=values,
+        params=params,
+        inputs=model_inputs,
+    )

@@ -1,0 +1,110 @@
+"""Concrete shape inference for an exported graph at a given batch size.
+
+``onnx.shape_inference.infer_shapes(data_prop=True)`` leaves shapes unknown wherever a shape is computed at run
+time through ops its data propagation does not cover (Swin's window padding, DropPath's ``ConstantOfShape``),
+and onnxruntime's symbolic inference is slow there and loses the batch symbol. So this walks the graph once in
+topological order: shape-computation nodes (``Shape``, ``Constant`` and anything fed only by them) are evaluated
+with ONNX's reference operator implementations on tiny integer tensors, and every other node gets its output
+types from ONNX's own per-node inference, given those computed values. Swin-T (4,600 nodes) takes ~0.2 s.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import defs, helper, numpy_helper, shape_inference
+from onnx.reference.ops import load_op
+
+from gnnperf.errors import GnnperfError
+
+SHAPE_OPS = ("Shape", "Size")
+
+
+@dataclass
+class InferredShapes:
+    """Result of one pass: types of all values, and the values of shape-computation tensors."""
+
+    types: dict[str, onnx.TypeProto]
+    static: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def shape(self, name: str) -> tuple[int, ...] | None:
+        t = self.types.get(name)
+        if t is None or not t.tensor_type.HasField("shape"):
+            return None
+        dims = t.tensor_type.shape.dim
+        if not all(d.HasField("dim_value") for d in dims):
+            return None
+        return tuple(int(d.dim_value) for d in dims)
+
+    def dtype(self, name: str) -> int:
+        t = self.types.get(name)
+        return int(t.tensor_type.elem_type) if t is not None else 0
+
+
+def _reference_op(node: onnx.NodeProto, opsets: dict[str, int]):
+    cls = load_op(node.domain, node.op_type, opsets.get(node.domain, opsets.get("", 17)))
+    return cls(node, {"log": lambda *a: None, "opsets": opsets, "verbose": 0, "new_ops": None})
+
+
+def infer_shapes(model: onnx.ModelProto, batch_inputs: dict[str, int], batch_size: int) -> InferredShapes:
+    """Infer every value's concrete type with the batch dimension of ``batch_inputs`` set to ``batch_size``.
+
+    Args:
+        model: the exported model (topologically sorted, as ONNX requires).
+        batch_inputs: graph input name -> index of its batch dimension.
+        batch_size: the concrete batch size.
+    """
+    graph = model.graph
+    opsets = {o.domain: o.version for o in model.opset_import}
+    types: dict[str, onnx.TypeProto] = {}
+    for vi in graph.input:
+        t = copy.deepcopy(vi.type)
+        if vi.name in batch_inputs:
+            d = t.tensor_type.shape.dim[batch_inputs[vi.name]]
+            d.ClearField("dim_param")
+            d.dim_value = batch_size
+        types[vi.name] = t
+    static: dict[str, np.ndarray] = {}
+    for init in graph.initializer:
+        types[init.name] = helper.make_tensor_type_proto(init.data_type, list(init.dims))
+        if int(np.prod(init.dims)) <= 64:  # small constants can feed shape computations
+            static[init.name] = numpy_helper.to_array(init)
+
+    for node in graph.node:
+        ins = [i for i in node.input if i]
+        is_shape = node.op_type in SHAPE_OPS and ins and ins[0] in types
+        if node.op_type == "Constant" or is_shape or (ins and all(i in static for i in ins)):
+            results = _evaluate(node, ins, types, static, opsets)
+            for name, value in zip(node.output, results):
+                value = np.asarray(value)
+                static[name] = value
+                types[name] = helper.make_tensor_type_proto(
+                    helper.np_dtype_to_tensor_dtype(value.dtype), value.shape
+                )
+            continue
+        try:
+            schema = defs.get_schema(node.op_type, opsets.get(node.domain, 17), node.domain)
+            in_types = {i: types[i] for i in ins if i in types}
+            in_data = {i: numpy_helper.from_array(static[i], i) for i in ins if i in static}
+            types.update(shape_inference.infer_node_outputs(schema, node, in_types, in_data))
+        except Exception as e:  # onnx raises several exception types here
+            raise GnnperfError(f"shape inference failed at {node.op_type} node '{node.name}': {e}") from None
+    return InferredShapes(types=types, static=static)
+
+
+def _evaluate(node, ins, types, static, opsets) -> list:
+    if node.op_type == "Shape":
+        dims = np.array([d.dim_value for d in types[ins[0]].tensor_type.shape.dim], dtype=np.int64)
+        attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+        return [dims[attrs.get("start", 0) : attrs.get("end")]]
+    if node.op_type == "Size":
+        dims = [d.dim_value for d in types[ins[0]].tensor_type.shape.dim]
+        return [np.array(int(np.prod(dims)), dtype=np.int64)]
+    try:
+        out = _reference_op(node, opsets).run(*[static[i] for i in ins])
+    except Exception as e:
+        raise GnnperfError(f"cannot evaluate shape computation {node.op_type} '{node.name}': {e}") from None
+    return list(out) if isinstance(out, (tuple, list)) else [out]

@@ -1,0 +1,38 @@
+"""Small models for tests, importable as ``tests.graph.factories:NAME`` references."""
+
+import torch
+from torch import nn
+
+
+def tiny_cnn() -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.LazyLinear(4)
+    )
+
+
+class Residual(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(8, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(x + self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+
+
+def residual() -> nn.Module:
+    return Residual()
+
+
+class Broken(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("this model cannot run")
+
+
+def broken() -> nn.Module:
+    return Broken()
+
+
+def not_a_module() -> int:
+    return 3

@@ -1,0 +1,92 @@
+"""Per-op FLOPs against hand-derived formulas."""
+
+import pytest
+import torch
+from torch import nn
+
+from gnnperf.graph.build import build_graph
+from gnnperf.graph.cost import graph_costs
+from gnnperf.zoo.resolve import ModelSpec
+
+
+def spec_of(module: nn.Module, shape: tuple[int, ...], name: str) -> ModelSpec:
+    return ModelSpec(
+        ref=f"test:{name}",
+        family="test",
+        input_kind="image",
+        default_input_shape=shape,
+        input_names=("input",),
+        builder=lambda _depth: module,
+    )
+
+
+def costs_by_op(module: nn.Module, shape: tuple[int, ...], batch: int, name: str) -> dict:
+    graph = build_graph(spec_of(module, shape, name))
+    costs, _ = graph_costs(graph, batch)
+    out: dict = {}
+    for node, c in zip(graph.nodes, costs):
+        out.setdefault(node.op_type, []).append(c)
+    return out
+
+
+@pytest.mark.parametrize(
+    "cin,cout,k,stride,pad,dil,groups",
+    [
+        (8, 16, 3, 1, 1, 1, 1),
+        (8, 16, 3, 2, 1, 1, 4),
+        (8, 8, 3, 1, 2, 2, 8),
+        (6, 12, (3, 5), (2, 1), 0, (1, 2), 3),
+    ],
+)
+def test_conv_flops(cin, cout, k, stride, pad, dil, groups):
+    conv = nn.Conv2d(cin, cout, k, stride=stride, padding=pad, dilation=dil, groups=groups, bias=True)
+    batch, h, w = 5, 17, 19
+    with torch.no_grad():
+        ho, wo = conv(torch.zeros(1, cin, h, w)).shape[-2:]
+    kh, kw = conv.kernel_size
+    (c,) = costs_by_op(conv, (cin, h, w), batch, f"conv{cin}{cout}{k}{stride}{pad}{dil}{groups}")["Conv"]
+    macs = batch * cout * ho * wo * (cin // groups) * kh * kw
+    assert c.mat_flops == 2 * macs
+    assert c.flops == 2 * macs + batch * cout * ho * wo  # bias add
+    assert c.params == cout * (cin // groups) * kh * kw + cout
+    assert c.bytes_written == batch * cout * ho * wo * 4
+
+
+def test_gemm_flops():
+    lin = nn.Linear(24, 10)
+    (c,) = costs_by_op(lin, (24,), 7, "gemm")["Gemm"]
+    assert c.mat_flops == 2 * 7 * 24 * 10
+    assert c.flops == 2 * 7 * 24 * 10 + 7 * 10
+    assert c.params == 24 * 10 + 10
+
+
+class BatchedMatMul(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = x.reshape(x.shape[0], 4, 6, 8)  # (B, heads, L, D)
+        return q @ q.transpose(-1, -2)  # (B, heads, L, L)
+
+
+def test_batched_matmul_flops():
+    costs = costs_by_op(BatchedMatMul(), (4 * 6 * 8,), 3, "bmm")
+    (c,) = costs["MatMul"]
+    assert c.mat_flops == 2 * 3 * 4 * 6 * 8 * 6
+
+
+def test_linear_on_3d_input_counts_every_position():
+    lin = nn.Linear(16, 32, bias=False)
+    costs = costs_by_op(lin, (5, 16), 2, "lin3d")
+    assert sum(c.mat_flops for c in costs["MatMul"]) == 2 * 2 * 5 * 16 * 32
+
+
+def test_unknown_op_is_zero_cost_and_reported(caplog):
+    class Odd(nn.Module):
+        def forward(self, x):
+            return torch.det(x.reshape(x.shape[0], 4, 4))  # ONNX Det: no cost rule
+
+    graph = build_graph(spec_of(Odd(), (16,), "det"))
+    with caplog.at_level("WARNING"):
+        costs, unknown = graph_costs(graph, 2)
+    assert unknown == {"Det": 1}
+    det = [c for n, c in zip(graph.nodes, costs) if n.op_type == "Det"][0]
+    assert det.flops == 0 and det.bytes_read > 0
+    assert "Det" in caplog.text

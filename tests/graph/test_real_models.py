@@ -1,0 +1,98 @@
+"""Real timm/torchvision models: matrix FLOPs against torch's FlopCounterMode, substitution, data-flow edges."""
+
+import pytest
+import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from gnnperf.graph.build import build_graph
+from gnnperf.graph.cost import graph_costs
+from gnnperf.graph.features import Workload, to_data
+from gnnperf.zoo.resolve import resolve
+
+MODELS = [
+    "timm:resnet50",
+    "timm:vit_base_patch16_224",
+    "timm:mobilenetv3_large_100",
+    "timm:convnext_tiny",
+    "timm:efficientnet_b0",
+    "timm:swin_tiny_patch4_window7_224",
+    "timm:regnety_008",
+    "timm:deit_tiny_patch16_224",
+    "torchvision:resnet18",
+    "torchvision:densenet121",
+    "torchvision:mobilenet_v2",
+    "torchvision:vgg11_bn",
+]
+
+
+@pytest.mark.parametrize("ref", MODELS)
+def test_matrix_flops_match_flop_counter(ref, graph_cache):
+    spec = resolve(ref)
+    graph = build_graph(spec, cache=graph_cache)
+    costs, unknown = graph_costs(graph, 2)
+    ours = sum(c.mat_flops for c in costs)
+    model = spec.build().train()
+    # The math backend decomposes attention into the matmuls FlopCounterMode counts (it skips fused CPU kernels).
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        model(*spec.make_inputs(2))
+    assert ours == pytest.approx(counter.get_total_flops(), rel=0.02)
+    assert not unknown
+
+
+def test_resnet50_total_flops_per_sample(graph_cache):
+    costs, _ = graph_costs(build_graph("timm:resnet50", cache=graph_cache), 4)
+    per_sample = sum(c.flops for c in costs) / 4
+    assert 8.2e9 <= per_sample <= 8.4e9  # 8.18 GFLOPs of convolutions + BN, ReLU, adds
+
+
+@pytest.mark.parametrize("ref", ["torchvision:resnet18", "timm:deit_tiny_patch16_224"])
+def test_substituted_batch_equals_fresh_export(ref, graph_cache):
+    workload = Workload(batch_size=8)
+    substituted = to_data(build_graph(ref, cache=graph_cache), workload)
+    fresh = to_data(build_graph(ref, cache=None, export_batch=8), workload)
+    for key in ("x", "edge_index", "edge_attr", "u", "op"):
+        assert torch.equal(substituted[key], fresh[key]), key
+
+
+def producers(graph, node):
+    out_of = {o: n for n in graph.nodes for o in n.outputs}
+    return [out_of[v] for v in node.inputs if v in out_of]
+
+
+def test_residual_add_has_two_producers(graph_cache):
+    graph = build_graph("tests.graph.factories:residual", (8, 6, 6), cache=graph_cache)
+    add = next(n for n in graph.nodes if n.op_type == "Add")
+    assert len(add.inputs) == 2 and add.inputs[0] == graph.inputs[0]  # the skip comes straight from the input
+    assert [p.op_type for p in producers(graph, add)] == ["Conv"]
+    edges = {(graph.nodes[s].op_type, graph.nodes[d].op_type) for s, d, _ in graph.edges()}
+    assert ("Conv", "BatchNormalization") in edges and ("BatchNormalization", "Relu") in edges
+    # execution order is not an edge: the first conv does not feed the second directly
+    first_conv, second_conv = [i for i, n in enumerate(graph.nodes) if n.op_type == "Conv"]
+    assert (first_conv, second_conv) not in {(s, d) for s, d, _ in graph.edges()}
+
+
+def test_attention_edges_follow_data_flow(graph_cache):
+    graph = build_graph("timm:deit_tiny_patch16_224", cache=graph_cache)
+    softmax = next(n for n in graph.nodes if n.op_type == "Softmax" and "blocks.0/" in n.name)
+    consumers = [n for n in graph.nodes if softmax.outputs[0] in n.inputs]
+    # scores -> softmax -> dropout -> (attn @ v)
+    chain = consumers[0]
+    while chain.op_type != "MatMul":
+        chain = next(n for n in graph.nodes if chain.outputs[0] in n.inputs)
+    srcs = producers(graph, chain)
+    assert len(srcs) == 2 and srcs[0].op_type in ("Dropout", "Softmax")
+    # the score matmul q @ k^T: both operands come from the qkv projection, not from softmax
+    score_src = producers(graph, softmax)[0]
+    while score_src.op_type != "MatMul":
+        score_src = producers(graph, score_src)[0]
+    assert len([v for v in score_src.inputs if v]) == 2
+    ancestors = set()
+    frontier = [score_src]
+    while frontier:
+        n = frontier.pop()
+        for p in producers(graph, n):
+            if p.name not in ancestors:
+                ancestors.add(p.name)
+                frontier.append(p)
+    assert any(name.endswith("qkv/MatMul") for name in ancestors)

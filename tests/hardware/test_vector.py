@@ -1,0 +1,57 @@
+import math
+
+import numpy as np
+
+import gnnperf.hardware as hw
+from gnnperf.hardware.table import get_spec, load_table
+from gnnperf.hardware.vector import HARDWARE_FEATURES, hardware_vector
+
+
+def _named(spec):
+    return dict(zip(HARDWARE_FEATURES, hardware_vector(spec), strict=True))
+
+
+def test_every_table_entry_gives_a_finite_vector():
+    for spec in load_table().values():
+        vec = hardware_vector(spec)
+        assert vec.dtype == np.float32 and vec.shape == (len(HARDWARE_FEATURES),)
+        assert np.isfinite(vec).all(), spec.name
+
+
+def test_feature_names_are_unique_and_documented():
+    from gnnperf.hardware import vector
+
+    assert len(set(HARDWARE_FEATURES)) == len(HARDWARE_FEATURES)
+    for name in HARDWARE_FEATURES:
+        stem = name.replace("missing_", "").split("_")[0]
+        assert stem in vector.__doc__, name
+
+
+def test_two_gpus_differ():
+    assert not np.array_equal(
+        hardware_vector(get_spec("rtx-3090")), hardware_vector(get_spec("a100-sxm4-40gb"))
+    )
+    # Same chip, different memory: still distinguishable.
+    assert not np.array_equal(
+        hardware_vector(get_spec("v100-pcie-16gb")), hardware_vector(get_spec("v100-pcie-32gb"))
+    )
+
+
+def test_values_and_missing_indicators():
+    v100 = _named(get_spec("v100-sxm2-16gb"))
+    assert v100["log1p_peak_bf16_tflops"] == 0 and v100["missing_peak_bf16_tflops"] == 1
+    assert v100["missing_peak_fp16_tensor_tflops"] == 0
+    assert math.isclose(v100["log1p_peak_fp32_tflops"], math.log1p(15.7), rel_tol=1e-6)
+    assert math.isclose(v100["log1p_ridge_fp32_flop_per_byte"], math.log1p(15.7e3 / 900), rel_tol=1e-6)
+    assert math.isclose(v100["log1p_ridge_matrix_flop_per_byte"], math.log1p(125e3 / 900), rel_tol=1e-6)
+    assert v100["kind_gpu"] == 1 and v100["kind_cpu"] == 0 and v100["vendor_nvidia"] == 1
+    assert v100["isa_avx512"] == 0 and v100["log1p_threads"] == 0
+    mi = _named(get_spec("mi250"))
+    assert mi["vendor_amd"] == 1 and mi["vendor_nvidia"] == 0
+    b200 = _named(get_spec("b200"))
+    assert b200["missing_boost_clock_mhz"] == 1 and b200["log1p_boost_clock_ghz"] == 0
+
+
+def test_lazy_package_exports():
+    assert hw.HARDWARE_FEATURES is HARDWARE_FEATURES
+    assert np.array_equal(hw.hardware_vector(hw.get_spec("t4")), hardware_vector(get_spec("t4")))
