@@ -20,8 +20,10 @@ lint: $(STAMP)
 	$(BIN)/ruff check gnnperf tests
 	$(BIN)/ruff format --check gnnperf tests
 
+# pytest exits 5 when it collected no tests: that is a failure, never a silent pass.
 test: $(STAMP) lint
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "make test: pytest collected no tests" >&2; exit 1; fi; exit $$rc
 
 demo: $(STAMP)
 	$(BIN)/python -m gnnperf.demo

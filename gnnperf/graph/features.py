@@ -9,12 +9,11 @@ Bump :data:`FEATURE_VERSION` whenever a feature or the IR changes meaning: cache
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
 
 from gnnperf.graph.cost import Cost, graph_costs
 from gnnperf.graph.ir import OpGraph
+from gnnperf.measure.workload import MODES, OPTIMIZERS, PRECISIONS, TIMED, Workload
 
 FEATURE_VERSION = 1
 
@@ -23,10 +22,6 @@ OP_VOCAB: tuple[str, ...] = tuple(
     ["Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU", "RNN", "BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization", "Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Erf", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "Mish", "Elu", "Clip", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Max", "Min", "Where", "Softmax", "LogSoftmax", "Dropout", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "Resize", "Reshape", "Transpose", "Concat", "Split", "Slice", "Gather", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Pad", "Cast", "Tile", "Equal", "Less", "Greater", "Not", "CumSum", "RandomUniformLike", "ScatterND", "Identity"]
 ) + ("OTHER",)
 OP_INDEX = {op: i for i, op in enumerate(OP_VOCAB)}
-PRECISIONS = ("fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16", "fp64")
-MODES = ("train", "infer")
-OPTIMIZERS = ("sgd", "adam", "adamw", "none")
-TIMED = ("fwd+bwd+opt", "fwd+bwd", "fwd")
 EDGE_DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")
 
 NODE_FEATURES: list[tuple[str, str]] = [
@@ -69,20 +64,6 @@ GRAPH_FEATURES: list[tuple[str, str]] = [
     ("log_params", "log1p trainable parameters"),
     ("log_num_nodes", "log1p number of op nodes"),
 ]
-
-
-@dataclass(frozen=True)
-class Workload:
-    """What is timed besides the graph: the graph-level features (GUIDE "Sample" identity fields)."""
-
-    batch_size: int
-    precision: str = "fp32"
-    mode: str = "train"
-    optimizer: str = "sgd"
-    timed: str = "fwd+bwd+opt"
-    h2d: bool = False
-    channels_last: bool = False
-    num_devices: int = 1
 
 
 def _l(x: float) -> float:
@@ -128,7 +109,10 @@ def _node_row(graph: OpGraph, i: int, cost: Cost, batch: int, total_flops: float
 
 
 def to_data(graph: OpGraph, workload: Workload):
-    """PyG ``Data`` with ``x``, ``edge_index``, ``edge_attr``, ``u`` (1 x graph features), ``op`` (vocab index)."""
+    """PyG ``Data`` with ``x``, ``edge_index``, ``edge_attr``, ``u`` (1 x graph features), ``op`` (vocab index).
+
+    The workload's ``input_shape`` is ignored: the graph was built for one (``graph.input_shape``).
+    """
     from torch_geometric.data import Data
 
     batch = workload.batch_size
@@ -153,7 +137,7 @@ def to_data(graph: OpGraph, workload: Workload):
         *_one_hot(workload.optimizer, OPTIMIZERS),
         *_one_hot(workload.timed, TIMED),
         float(workload.h2d),
-        float(workload.channels_last),
+        float(workload.memory_format == "channels_last"),
         math.log2(workload.num_devices),
         *(_l(d) for d in dims),
         _l(total_flops),

@@ -7,7 +7,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gnnperf.graph.build import build_graph
 from gnnperf.graph.cost import graph_costs
-from gnnperf.graph.features import Workload, to_data
+from gnnperf.graph.features import to_data
+from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
 MODELS = [

@@ -37,7 +37,9 @@ def require(ok: bool, message: str) -> None:
 def check_choice(name: str, value: str, options: Sequence[str]) -> str:
     """``value`` if it is one of ``options``; otherwise a user error naming the parameter."""
     if value not in options:
-        raise GnnperfError(f"{name} must be one of {', '.join(options)}, got '{value}'{suggest(value, options)}")
+        raise GnnperfError(
+            f"{name} must be one of {', '.join(options)}, got '{value}'{suggest(value, options)}"
+        )
     return value
 
 
@@ -96,7 +98,11 @@ class SelfAttention(nn.Module):
 class FeedForward(nn.Sequential):
     def __init__(self, dim: int, hidden: int, act: str = "gelu", dropout_p: float = 0.0) -> None:
         super().__init__(
-            nn.Linear(dim, hidden), activation(act), dropout(dropout_p), nn.Linear(hidden, dim), dropout(dropout_p)
+            nn.Linear(dim, hidden),
+            activation(act),
+            dropout(dropout_p),
+            nn.Linear(hidden, dim),
+            dropout(dropout_p),
         )
 
 

@@ -142,7 +142,7 @@ def _draw(rng: np.random.Generator) -> dict[str, Any]:
 
 def sample(rng: np.random.Generator) -> dict[str, Any]:
     # Concatenation and batch norm over many narrow layers cost more per MAC than wide convolutions.
-    return sample_within(rng, _draw, DEFAULTS, macs, 3e6, 2e8)
+    return sample_within(rng, _draw, DEFAULTS, macs, 2e6, 1e8)
 
 
 register_family(

@@ -49,7 +49,9 @@ def _inner_width(planes: int, groups: int, width_per_group: int) -> int:
 
 
 class Block(nn.Module):
-    def __init__(self, kind: str, cin: int, planes: int, stride: int, groups: int, width_per_group: int) -> None:
+    def __init__(
+        self, kind: str, cin: int, planes: int, stride: int, groups: int, width_per_group: int
+    ) -> None:
         super().__init__()
         cout = planes * EXPANSION[kind]
         if kind == "basic":
@@ -136,7 +138,11 @@ def macs(p: dict[str, Any]) -> float:
                 total += 9 * (cin * planes + planes * planes) * h * h
             else:
                 inner = _inner_width(planes, p["groups"], p["width_per_group"])
-                total += cin * inner * h_in * h_in + 9 * inner * inner // p["groups"] * h * h + inner * cout * h * h
+                total += (
+                    cin * inner * h_in * h_in
+                    + 9 * inner * inner // p["groups"] * h * h
+                    + inner * cout * h * h
+                )
             if h != h_in or cin != cout:
                 total += cin * cout * h * h
             cin = cout

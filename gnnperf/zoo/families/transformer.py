@@ -102,7 +102,9 @@ class GPT(nn.Module):
 
 
 def _validate(p: dict[str, Any]) -> None:
-    require(p["layers"] >= 1 and p["seq_len"] >= 1 and p["vocab_size"] >= 2, "layers, seq_len, vocab_size >= 1")
+    require(
+        p["layers"] >= 1 and p["seq_len"] >= 1 and p["vocab_size"] >= 2, "layers, seq_len, vocab_size >= 1"
+    )
     require(p["d_model"] % p["heads"] == 0, f"d_model {p['d_model']} is not divisible by heads={p['heads']}")
 
 
@@ -127,7 +129,10 @@ def encoder_macs(p: dict[str, Any]) -> float:
 
 def gpt_macs(p: dict[str, Any]) -> float:
     d = p["d_model"]
-    return transformer_macs(p["seq_len"], d, p["ffn_ratio"] * d, p["layers"]) + p["seq_len"] * d * p["vocab_size"]
+    return (
+        transformer_macs(p["seq_len"], d, p["ffn_ratio"] * d, p["layers"])
+        + p["seq_len"] * d * p["vocab_size"]
+    )
 
 
 def _draw_common(rng: np.random.Generator) -> dict[str, Any]:
@@ -159,7 +164,7 @@ def _draw_gpt(rng: np.random.Generator) -> dict[str, Any]:
 
 
 def sample_encoder(rng: np.random.Generator) -> dict[str, Any]:
-    return sample_within(rng, _draw_encoder, ENCODER_DEFAULTS, encoder_macs, 2e6, 2e8)
+    return sample_within(rng, _draw_encoder, ENCODER_DEFAULTS, encoder_macs, 2e6, 3e8)
 
 
 def sample_gpt(rng: np.random.Generator) -> dict[str, Any]:

@@ -187,11 +187,11 @@ def _draw_mixer(rng: np.random.Generator) -> dict[str, Any]:
 
 
 def sample_vit(rng: np.random.Generator) -> dict[str, Any]:
-    return sample_within(rng, _draw_vit, VIT_DEFAULTS, vit_macs, 2e6, 2e8)
+    return sample_within(rng, _draw_vit, VIT_DEFAULTS, vit_macs, 2e6, 3e8)
 
 
 def sample_mixer(rng: np.random.Generator) -> dict[str, Any]:
-    return sample_within(rng, _draw_mixer, MIXER_DEFAULTS, mixer_macs, 2e6, 2e8)
+    return sample_within(rng, _draw_mixer, MIXER_DEFAULTS, mixer_macs, 2e6, 3e8)
 
 
 register_family(

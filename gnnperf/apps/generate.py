@@ -1,0 +1,70 @@
+"""``gnnperf-generate``: measure zoo models on this machine into a sample store (Hydra config ``generate``)."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+import hydra
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf
+
+from gnnperf.apps import CONF_DIR
+from gnnperf.errors import GnnperfError
+
+log = logging.getLogger("gnnperf.generate")
+
+
+def generate(cfg: DictConfig) -> dict[str, Any]:
+    """Plan, skip what the store has, measure the rest; returns the summary it prints."""
+    from gnnperf.data.generate import plan_samples, run_plan
+    from gnnperf.data.store import SampleStore
+    from gnnperf.graph.build import GraphCache
+    from gnnperf.hardware.probe import probe
+    from gnnperf.hardware.table import get_spec
+    from gnnperf.measure.harness import check_supported, software_tag
+
+    settings = instantiate(cfg.measure.settings)
+    plan = list(plan_samples(OmegaConf.to_container(cfg.zoo), OmegaConf.to_container(cfg.workload)))
+    if not plan:
+        raise GnnperfError("the plan is empty: give zoo.families or zoo.models and workload.batch_sizes")
+    check_supported(plan[0].workload, settings)
+    store = SampleStore(cfg.out_dir)  # an unwritable directory fails here, before any measurement
+    extra = cfg.hardware.get("file")
+    if cfg.hardware.name == "probe":
+        hardware = probe(device=settings.device, threads=settings.threads, extra=extra).name
+    else:
+        hardware = get_spec(cfg.hardware.name, extra).name
+    if cfg.dry_run:
+        for p in plan:
+            print(p.model_ref, p.workload.batch_size, p.workload.optimizer, p.workload.precision)
+        return {"planned": len(plan)}
+    counts = run_plan(
+        plan,
+        store,
+        settings,
+        hardware,
+        software_tag(),
+        timeout_s=float(cfg.measure.timeout_s),
+        shard_every=int(cfg.shard_every),
+        limit=cfg.limit,
+        graph_cache=GraphCache(cfg.graph_cache) if cfg.build_graphs else None,
+        progress=sys.stderr.isatty(),
+    )
+    summary = {"hardware": hardware, "planned": len(plan), **counts, "stored": len(store.read())}
+    print(" ".join(f"{k}={v}" for k, v in summary.items()))
+    return summary
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="generate")
+def main(cfg: DictConfig) -> None:
+    try:
+        generate(cfg)
+    except GnnperfError as e:
+        print(f"gnnperf-generate: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,161 @@
+"""Dataset generation: a plan of (model, workload) pairs, measured and stored resumably.
+
+The plan is a pure function of the config (seeded), so a rerun plans the same samples and skips every
+``sample_id`` already in the store. Shards are flushed every ``shard_every`` samples and when the run stops for
+any reason, so a killed run loses at most one unflushed shard of measurements and never a stored one.
+"""
+
+from __future__ import annotations
+
+import logging
+import zlib
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from gnnperf.data.schema import sample_from_measurement, sample_id
+from gnnperf.errors import GnnperfError
+from gnnperf.measure.workload import MeasureSettings, Workload
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class PlannedSample:
+    model_ref: str
+    family: str
+    workload: Workload
+
+
+def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterator[PlannedSample]:
+    """Every (model, workload) the config asks for, in a stable order.
+
+    Each zoo family draws ``samples_per_family`` configurations from its sampler (seeded by the zoo seed and the
+    family name); each configuration is measured at every batch size, with an optimizer and precision drawn
+    from the workload's lists. Named models in ``zoo.models`` are measured the same way.
+    """
+    from gnnperf.zoo.registry import get_family
+    from gnnperf.zoo.resolve import resolve
+
+    refs: list[str] = []
+    for name in zoo.get("families") or []:
+        family = get_family(name)
+        rng = np.random.default_rng([int(zoo.get("seed", 0)), zlib.crc32(name.encode())])
+        fixed = dict((zoo.get("overrides") or {}).get(name, {}) or {})
+        seen: set[str] = set()
+        for _ in range(int(zoo.get("samples_per_family", 1)) * 4):  # redraw duplicates, within reason
+            params = family.params({**family.sample(rng), **fixed})
+            query = "&".join(f"{k}={_fmt(v)}" for k, v in sorted(params.items()))
+            ref = resolve(f"zoo:{name}?{query}").ref
+            if ref not in seen:
+                seen.add(ref)
+                refs.append(ref)
+            if len(seen) == int(zoo.get("samples_per_family", 1)):
+                break
+    refs += list(zoo.get("models") or [])
+
+    rng = np.random.default_rng(int(zoo.get("seed", 0)))
+    for ref in refs:
+        spec = resolve(ref)
+        shape = spec.input_shape(None)
+        for batch in workload["batch_sizes"]:
+            mode = workload.get("mode", "train")
+            optimizer = str(rng.choice(list(workload.get("optimizers") or ["sgd"]))) if mode == "train" else "none"
+            yield PlannedSample(
+                model_ref=spec.ref,
+                family=spec.family,
+                workload=Workload(
+                    batch_size=int(batch),
+                    input_shape=tuple(shape),
+                    mode=mode,
+                    precision=str(rng.choice(list(workload.get("precisions") or ["fp32"]))),
+                    optimizer=optimizer,
+                    timed=workload.get("timed") if mode == "train" else "fwd",
+                    memory_format=workload.get("memory_format", "contiguous"),
+                ),
+            )
+
+
+def _fmt(v: Any) -> str:
+    return ",".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def identity_of(p: PlannedSample, hardware: str, software: str) -> str:
+    """The ``sample_id`` the measurement of ``p`` will have."""
+    w = p.workload
+    return sample_id(
+        {
+            "model_ref": p.model_ref,
+            "family": p.family,
+            "input_shape": w.input_shape_str,
+            "batch_size": w.batch_size,
+            "mode": w.mode,
+            "precision": w.precision,
+            "optimizer": w.optimizer,
+            "timed": w.timed_label,
+            "memory_format": w.memory_format,
+            "num_devices": w.num_devices,
+            "hardware": hardware,
+            "software": software,
+        }
+    )
+
+
+def run_plan(
+    plan: list[PlannedSample],
+    store,
+    settings: MeasureSettings,
+    hardware: str,
+    software: str,
+    timeout_s: float = 300.0,
+    shard_every: int = 20,
+    limit: int | None = None,
+    graph_cache=None,
+    progress: bool = True,
+) -> dict[str, int]:
+    """Measure the samples of ``plan`` not yet in ``store``; returns counts by status (and ``skipped``)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import TimeRemainingColumn
+
+    from gnnperf.measure.runner import run_measurement
+
+    done = store.existing_ids()
+    todo = [p for p in plan if identity_of(p, hardware, software) not in done]
+    if limit is not None:
+        todo = todo[: int(limit)]
+    counts: Counter[str] = Counter(skipped=len(plan) - len(todo))
+    buffer: list[dict] = []
+    graphs_built: set[tuple[str, tuple[int, ...]]] = set()
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
+    columns += (TimeElapsedColumn(), TimeRemainingColumn())
+    try:
+        with Progress(*columns, disable=not progress, transient=False) as bar:
+            task = bar.add_task(f"measuring on {hardware}", total=len(todo), rate="")
+            for i, p in enumerate(todo, 1):
+                result = run_measurement(p.model_ref, p.workload, settings, timeout_s)
+                buffer.append(sample_from_measurement(p.model_ref, p.family, p.workload, hardware, software, result))
+                counts[result["status"]] += 1
+                if graph_cache is not None and (p.model_ref, p.workload.input_shape) not in graphs_built:
+                    graphs_built.add((p.model_ref, p.workload.input_shape))
+                    _build_graph(p, graph_cache)
+                if len(buffer) >= shard_every:
+                    store.write_shard(buffer)
+                    buffer = []
+                elapsed = bar.tasks[0].elapsed or 1e-9
+                bar.update(task, advance=1, rate=f"{i / elapsed:.2f} samples/s")
+    finally:
+        if buffer:
+            store.write_shard(buffer)
+    return dict(counts)
+
+
+def _build_graph(p: PlannedSample, cache) -> None:
+    from gnnperf.graph.build import build_graph
+
+    try:
+        build_graph(p.model_ref, p.workload.input_shape, cache=cache)
+    except GnnperfError as e:  # the timing is still a valid sample; the graph failure is reported
+        log.warning("graph of %s not built: %s", p.model_ref, e)

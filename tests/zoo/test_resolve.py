@@ -1,0 +1,121 @@
+"""``zoo:`` references: canonical form, user errors, the registry's duplicate check, the ``zoo`` command."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gnnperf.cli import main
+from gnnperf.errors import GnnperfError
+from gnnperf.zoo.cli import sample_refs
+from gnnperf.zoo.registry import get_family, list_families, register_family
+from gnnperf.zoo.resolve import resolve
+
+
+def test_query_order_does_not_change_the_canonical_ref() -> None:
+    a = resolve("zoo:resnet?depths=1,1,1,1&width=16")
+    b = resolve("zoo:resnet?width=16&depths=1,1,1,1")
+    assert a.ref == b.ref
+    assert a.ref.startswith("zoo:resnet?block=basic&depths=1,1,1,1&")  # completed with defaults, sorted
+    assert "&width=16&" in a.ref
+    assert resolve(a.ref).ref == a.ref  # canonical refs are fixed points
+    assert a.family == "resnet" and a.input_kind == "image"
+    assert a.default_input_shape == (3, 224, 224)
+
+
+def test_canonical_ref_builds_the_requested_model() -> None:
+    spec = resolve("zoo:resnet?depths=1,1,1,1&width=16&image_size=32&stem=cifar&num_classes=7")
+    model = spec.build()
+    assert model.stem[0][0].out_channels == 16 and len(model.stages) == 4
+    assert model(*spec.make_inputs(2)).shape == (2, 7)
+
+
+def test_tokens_family_spec() -> None:
+    spec = resolve("zoo:gpt?vocab_size=40&seq_len=12&d_model=16&heads=2&layers=1")
+    assert spec.input_kind == "tokens" and spec.vocab_size == 40
+    assert spec.default_input_shape == (12,)
+    (ids,) = spec.make_inputs(3)
+    assert ids.dtype == torch.int64 and ids.shape == (3, 12) and int(ids.max()) < 40
+    assert spec.build()(ids).shape == (3, 12, 40)
+
+
+def test_sequence_and_vector_families_spec() -> None:
+    assert resolve("zoo:lstm?seq_len=10&input_size=6").default_input_shape == (10, 6)
+    assert resolve("zoo:mlp?in_features=33").default_input_shape == (33,)
+
+
+def test_gpt_accepts_shorter_sequences_than_its_seq_len() -> None:
+    spec = resolve("zoo:gpt?vocab_size=40&seq_len=12&d_model=16&heads=2&layers=1")
+    assert spec.build()(*spec.make_inputs(2, (5,))).shape == (2, 5, 40)
+
+
+def test_unknown_family_suggests_a_name() -> None:
+    with pytest.raises(GnnperfError, match="did you mean: resnet"):
+        resolve("zoo:resnt?width=16")
+
+
+def test_unknown_key_suggests_a_name() -> None:
+    with pytest.raises(GnnperfError, match=r"no parameter 'widht'.*did you mean: width"):
+        resolve("zoo:resnet?widht=16")
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["width=abc", "depths=1,x,1", "batch_norm=maybe", "dropout=high"],
+    ids=["int", "list", "bool", "float"],
+)
+def test_bad_value_type_is_a_user_error(query: str) -> None:
+    family = "resnet" if query.startswith(("width", "depths")) else "vgg"
+    with pytest.raises(GnnperfError, match=rf"zoo:{family} parameter '{query.split('=')[0]}'"):
+        resolve(f"zoo:{family}?{query}")
+
+
+@pytest.mark.parametrize(
+    ("ref", "message"),
+    [
+        ("zoo:resnet?block=bottlenek", "did you mean: bottleneck"),
+        ("zoo:resnet?groups=4", "use block=bottleneck"),
+        ("zoo:gpt?d_model=30&heads=4", "not divisible by heads"),
+        ("zoo:vit?image_size=30&patch_size=16", "not a multiple of patch_size"),
+        ("zoo:mobilenet?act=swish", "act must be one of"),
+        ("zoo:vgg?image_size=16", "too small"),
+    ],
+)
+def test_invalid_combinations_fail_at_build_with_a_user_error(ref: str, message: str) -> None:
+    with pytest.raises(GnnperfError, match=message):
+        resolve(ref).build()
+
+
+def test_duplicate_family_name_raises() -> None:
+    family = get_family("mlp")
+    with pytest.raises(ValueError, match="registered twice"):
+        register_family(family)
+    assert get_family("mlp") is family
+
+
+def test_sample_refs_are_canonical_and_reproducible() -> None:
+    refs = sample_refs("vit", 4, seed=11)
+    assert refs == sample_refs("vit", 4, seed=11)
+    assert refs != sample_refs("vit", 4, seed=12)
+    assert all(resolve(ref).ref == ref for ref in refs)
+
+
+def test_zoo_sample_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zoo", "sample", "lstm", "-n", "3", "--seed", "5"]) == 0
+    lines = capsys.readouterr().out.split()
+    assert lines == sample_refs("lstm", 3, seed=5)
+
+
+def test_zoo_sample_command_reports_user_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zoo", "sample", "resnt"]) == 2
+    assert "did you mean: resnet" in capsys.readouterr().err
+    assert main(["zoo", "sample", "gpt", "-n", "0"]) == 2
+
+
+def test_zoo_list_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["zoo", "list"]) == 0
+    out = capsys.readouterr().out
+    for name in list_families():
+        assert name in out
+    assert "growth_rate=32" in out  # parameters are listed with their defaults
+    assert {"image", "tokens", "sequence", "vector"} <= set(out.split())
