@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from pathlib import Path
 from typing import Any
 
 import hydra
@@ -33,9 +34,13 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
     store = SampleStore(cfg.out_dir)  # an unwritable directory fails here, before any measurement
     extra = cfg.hardware.get("file")
     if cfg.hardware.name == "probe":
-        hardware = probe(device=settings.device, threads=settings.threads, extra=extra).name
+        spec = probe(device=settings.device, threads=settings.threads, extra=extra)
+        save_hardware_record(
+            store.root, spec
+        )  # probed devices are in no table: keep the record with the data
     else:
-        hardware = get_spec(cfg.hardware.name, extra).name
+        spec = get_spec(cfg.hardware.name, extra)
+    hardware = spec.name
     if cfg.dry_run:
         for p in plan:
             print(p.model_ref, p.workload.batch_size, p.workload.optimizer, p.workload.precision)
@@ -55,6 +60,21 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
     summary = {"hardware": hardware, "planned": len(plan), **counts, "stored": len(store.read())}
     print(" ".join(f"{k}={v}" for k, v in summary.items()))
     return summary
+
+
+def save_hardware_record(root: Path, spec) -> Path:
+    """Write ``<store>/hardware/<name>.json`` once; later probes of the same entry keep the first record."""
+    import json
+
+    from gnnperf.hardware.table import spec_to_dict
+
+    path = Path(root) / "hardware" / f"{spec.name}.json"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(spec_to_dict(spec), indent=1) + "\n")
+        tmp.replace(path)
+    return path
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="generate")

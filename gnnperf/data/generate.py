@@ -63,7 +63,9 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
         shape = spec.input_shape(None)
         for batch in workload["batch_sizes"]:
             mode = workload.get("mode", "train")
-            optimizer = str(rng.choice(list(workload.get("optimizers") or ["sgd"]))) if mode == "train" else "none"
+            optimizer = (
+                str(rng.choice(list(workload.get("optimizers") or ["sgd"]))) if mode == "train" else "none"
+            )
             yield PlannedSample(
                 model_ref=spec.ref,
                 family=spec.family,
@@ -117,8 +119,14 @@ def run_plan(
     progress: bool = True,
 ) -> dict[str, int]:
     """Measure the samples of ``plan`` not yet in ``store``; returns counts by status (and ``skipped``)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-    from rich.progress import TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from gnnperf.measure.runner import run_measurement
 
@@ -129,14 +137,21 @@ def run_plan(
     counts: Counter[str] = Counter(skipped=len(plan) - len(todo))
     buffer: list[dict] = []
     graphs_built: set[tuple[str, tuple[int, ...]]] = set()
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[rate]}"))
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[rate]}"),
+    )
     columns += (TimeElapsedColumn(), TimeRemainingColumn())
     try:
         with Progress(*columns, disable=not progress, transient=False) as bar:
             task = bar.add_task(f"measuring on {hardware}", total=len(todo), rate="")
             for i, p in enumerate(todo, 1):
                 result = run_measurement(p.model_ref, p.workload, settings, timeout_s)
-                buffer.append(sample_from_measurement(p.model_ref, p.family, p.workload, hardware, software, result))
+                buffer.append(
+                    sample_from_measurement(p.model_ref, p.family, p.workload, hardware, software, result)
+                )
                 counts[result["status"]] += 1
                 if graph_cache is not None and (p.model_ref, p.workload.input_shape) not in graphs_built:
                     graphs_built.add((p.model_ref, p.workload.input_shape))

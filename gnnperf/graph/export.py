@@ -130,6 +130,9 @@ def export_model(
         raise GnnperfError(f"cannot build {spec.ref}: {type(e).__name__}: {_first_line(e)}") from None
     model.train()
     args = spec.make_inputs(export_batch, input_shape, generator=torch.Generator().manual_seed(0))
+    if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters()):
+        with torch.no_grad():  # lazy modules (nn.LazyLinear) get their shapes from a first forward
+            model(*args)
     names = list(spec.input_names)
     trainable = {n for n, _ in model.named_parameters()}
     errors = []

@@ -9,6 +9,7 @@ Bump :data:`FEATURE_VERSION` whenever a feature or the IR changes meaning: cache
 from __future__ import annotations
 
 import math
+
 import torch
 
 from gnnperf.graph.cost import Cost, graph_costs
@@ -19,7 +20,79 @@ FEATURE_VERSION = 1
 
 # Op types seen in exported timm/torchvision/transformers graphs; anything else is OTHER.
 OP_VOCAB: tuple[str, ...] = tuple(
-    ["Conv", "ConvTranspose", "Gemm", "MatMul", "Einsum", "LSTM", "GRU", "RNN", "BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization", "Relu", "LeakyRelu", "PRelu", "Sigmoid", "Tanh", "Erf", "Gelu", "HardSigmoid", "HardSwish", "Softplus", "Mish", "Elu", "Clip", "Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Exp", "Log", "Neg", "Abs", "Reciprocal", "Max", "Min", "Where", "Softmax", "LogSoftmax", "Dropout", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "Resize", "Reshape", "Transpose", "Concat", "Split", "Slice", "Gather", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Pad", "Cast", "Tile", "Equal", "Less", "Greater", "Not", "CumSum", "RandomUniformLike", "ScatterND", "Identity"]
+    [
+        "Conv",
+        "ConvTranspose",
+        "Gemm",
+        "MatMul",
+        "Einsum",
+        "LSTM",
+        "GRU",
+        "RNN",
+        "BatchNormalization",
+        "LayerNormalization",
+        "InstanceNormalization",
+        "GroupNormalization",
+        "Relu",
+        "LeakyRelu",
+        "PRelu",
+        "Sigmoid",
+        "Tanh",
+        "Erf",
+        "Gelu",
+        "HardSigmoid",
+        "HardSwish",
+        "Softplus",
+        "Mish",
+        "Elu",
+        "Clip",
+        "Add",
+        "Sub",
+        "Mul",
+        "Div",
+        "Pow",
+        "Sqrt",
+        "Exp",
+        "Log",
+        "Neg",
+        "Abs",
+        "Reciprocal",
+        "Max",
+        "Min",
+        "Where",
+        "Softmax",
+        "LogSoftmax",
+        "Dropout",
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "ReduceMean",
+        "ReduceSum",
+        "ReduceMax",
+        "Resize",
+        "Reshape",
+        "Transpose",
+        "Concat",
+        "Split",
+        "Slice",
+        "Gather",
+        "Flatten",
+        "Squeeze",
+        "Unsqueeze",
+        "Expand",
+        "Pad",
+        "Cast",
+        "Tile",
+        "Equal",
+        "Less",
+        "Greater",
+        "Not",
+        "CumSum",
+        "RandomUniformLike",
+        "ScatterND",
+        "Identity",
+    ]
 ) + ("OTHER",)
 OP_INDEX = {op: i for i, op in enumerate(OP_VOCAB)}
 EDGE_DTYPES = ("float32", "float16", "bfloat16", "int64", "bool")

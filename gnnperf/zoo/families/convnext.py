@@ -76,7 +76,8 @@ def build(**params: Any) -> nn.Module:
     require(p["kernel_size"] % 2 == 1, f"kernel_size must be odd, got {p['kernel_size']}")
     require(
         p["image_size"] >= p["patch_size"] * 2 ** (len(depths) - 1),
-        f"image_size {p['image_size']} is too small for patch_size {p['patch_size']} and {len(depths)} stages",
+        f"image_size {p['image_size']} is too small for patch_size {p['patch_size']} "
+        f"and {len(depths)} stages",
     )
     return ConvNeXt(p)
 

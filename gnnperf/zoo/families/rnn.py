@@ -1,4 +1,9 @@
-"""Recurrent classifiers: ``nn.LSTM`` / ``nn.GRU`` over a (B, T, F) sequence, linear head on the last step."""
+"""Recurrent classifiers: ``nn.LSTM`` / ``nn.GRU`` over a (B, T, F) sequence, linear head on the last step.
+
+Timing note: the gradient enters at the last step only and shrinks going back in time; over long sequences
+it reaches denormal floats, which made CPU backward passes about 10x slower here (GRU, T=256, h=512, batch
+32, 1 thread: 9.4 s vs 0.9 s a step) unless ``torch.set_flush_denormal(True)`` is set.
+"""
 
 from __future__ import annotations
 
@@ -101,7 +106,7 @@ for _cell, _title in (("lstm", "LSTM"), ("gru", "GRU")):
             defaults=dict(DEFAULTS),
             input_kind="sequence",
             input_shape=lambda p: (int(p["seq_len"]), int(p["input_size"])),
-            description=f"{_title} classifier: stacked (bi)directional nn.{_title} over (B, T, F), head on last step",
+            description=f"{_title} classifier: stacked, optionally bidirectional nn.{_title}, last-step head",
             macs=partial(macs, _cell),
             tags=("rnn",),
         )

@@ -3,7 +3,8 @@
 Both embed token ids, add a learned position embedding (sliced to the input length, so a shorter
 ``--seq-len`` than ``seq_len`` works) and stack :class:`TransformerBlock` layers with explicit attention.
 The encoder is post-norm (``norm_first=false``, as BERT) and classifies the first token through a tanh pooler;
-the GPT is pre-norm with a causal mask and returns (B, L, vocab) logits.
+the GPT is pre-norm with a causal mask and returns (B, L, vocab) logits. Defaults are small (4 layers,
+``d_model=256``, 128 tokens): BERT-mini-like with BERT's vocabulary, and a GPT with an 8k vocabulary.
 """
 
 from __future__ import annotations

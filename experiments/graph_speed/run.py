@@ -1,0 +1,136 @@
+"""Graph front-end speed and coverage.
+
+1. export + graph for timm resnet50 and vit_base_patch16_224 (model built with random weights, exported, IR
+   built; imports excluded), and a cache hit; medians of repeats.
+2. every model of the timm RTX 3090 training table: graph built or not (reason), seconds per model.
+
+    .venv/bin/python experiments/graph_speed/run.py [--table PATH] [--limit N] [--workers 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+HERE = Path(__file__).resolve().parent
+DEFAULT_TABLE = (
+    HERE.parents[1] / ".." / "shared/external/timm/head/benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv"
+)
+
+
+def _timed_build(ref: str, shape: tuple[int, ...] | None, cache_dir: str | None) -> float:
+    from gnnperf.graph.build import GraphCache, build_graph
+
+    t = time.perf_counter()
+    build_graph(ref, shape, cache=GraphCache(cache_dir) if cache_dir else None)
+    return time.perf_counter() - t
+
+
+def single_models(repeats: int) -> dict:
+    import timm  # noqa: F401  (imports are not part of what is timed)
+    import torch
+
+    torch.set_num_threads(1)
+    out = {}
+    for ref in ("timm:resnet50", "timm:vit_base_patch16_224"):
+        _timed_build(ref, None, None)  # first call pays lazy imports inside torch.onnx
+        times = [_timed_build(ref, None, None) for _ in range(repeats)]
+        with tempfile.TemporaryDirectory() as d:
+            _timed_build(ref, None, d)
+            hits = [_timed_build(ref, None, d) for _ in range(10)]
+        out[ref] = {
+            "export_and_graph_s_median": statistics.median(times),
+            "export_and_graph_s": times,
+            "cache_hit_ms_median": 1e3 * statistics.median(hits),
+        }
+        print(ref, json.dumps(out[ref]), flush=True)
+    return out
+
+
+def _one(args: tuple[str, int, str]) -> dict:
+    name, size, cache_dir = args
+    import torch
+
+    torch.set_num_threads(1)
+    from gnnperf.errors import GnnperfError
+
+    t = time.perf_counter()
+    try:
+        s = _timed_build(f"timm:{name}", (3, size, size), cache_dir)
+        return {"model": name, "ok": True, "seconds": s}
+    except GnnperfError as e:
+        return {"model": name, "ok": False, "seconds": time.perf_counter() - t, "reason": str(e)[:300]}
+    except Exception as e:  # a bug, but the survey goes on and lists it
+        return {
+            "model": name,
+            "ok": False,
+            "seconds": time.perf_counter() - t,
+            "reason": f"BUG {type(e).__name__}: {e}"[:300],
+        }
+
+
+def coverage(table: Path, limit: int | None, workers: int) -> dict:
+    df = pd.read_csv(table)
+    rows = list(zip(df["model"], df["train_img_size"].astype(int)))[:limit]
+    results = []
+    t0 = time.perf_counter()
+    with (
+        tempfile.TemporaryDirectory() as d,
+        mp.get_context("spawn").Pool(workers, maxtasksperchild=20) as pool,
+    ):
+        jobs = [(n, s, d) for n, s in rows]
+        for i, r in enumerate(pool.imap(_one, jobs), 1):
+            results.append(r)
+            if i % 25 == 0:
+                ok = sum(x["ok"] for x in results)
+                print(f"{i}/{len(rows)} ok={ok} elapsed={time.perf_counter() - t0:.0f}s", flush=True)
+    wall = time.perf_counter() - t0
+    ok = [r for r in results if r["ok"]]
+    failed = [r for r in results if not r["ok"]]
+    return {
+        "table": str(table.name),
+        "models": len(results),
+        "ok": len(ok),
+        "ok_share": len(ok) / max(len(results), 1),
+        "wall_s": wall,
+        "wall_s_per_model": wall / max(len(results), 1) * workers,
+        "median_s_per_ok_model": statistics.median(r["seconds"] for r in ok) if ok else None,
+        "mean_s_per_ok_model": statistics.mean(r["seconds"] for r in ok) if ok else None,
+        "failures": failed,
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--table", type=Path, default=DEFAULT_TABLE)
+    p.add_argument("--limit", type=int, default=None)
+    p.add_argument("--workers", type=int, default=1)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--out", type=Path, default=HERE / "results.json")
+    args = p.parse_args()
+    results = {
+        "machine": {
+            "cpu": platform.processor() or platform.machine(),
+            "cores": mp.cpu_count(),
+            "python": sys.version.split()[0],
+        },
+        "single": single_models(args.repeats),
+        "coverage": coverage(args.table.resolve(), args.limit, args.workers),
+    }
+    args.out.write_text(json.dumps(results, indent=1))
+    c = results["coverage"]
+    print(f"coverage: {c['ok']}/{c['models']} ({c['ok_share']:.1%}), {c['wall_s_per_model']:.2f} s per model")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,117 @@
+"""Lightning DataModule: the dataset, one split of it and the train-only normalisation statistics."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytorch_lightning as pl
+from torch_geometric.loader import DataLoader
+
+from gnnperf.data.dataset import PerfDataset, feature_stats
+from gnnperf.data.splits import PARTS, load_split, make_split, save_split
+
+
+class PerfDataModule(pl.LightningDataModule):
+    """Batches of :class:`PerfDataset` samples for one split (see :mod:`gnnperf.data.splits`).
+
+    Args:
+        stores: sample store directories.
+        root: directory of the processed dataset files.
+        split: split name (``random``, ``holdout_model``, ``holdout_family``, ``holdout_hardware``).
+        seed, fold, num_folds: passed to the split.
+        batch_size: samples per batch.
+        num_workers: DataLoader worker processes (each keeps its own Data cache).
+        split_file: JSON of sample ids per part: loaded when it exists, else written after splitting, so
+            a split can be committed and reproduced.
+        split_kwargs: extra split options (``val_frac``, ``test_frac``).
+        graph_cache: see :class:`PerfDataset`.
+
+    After :meth:`setup`: ``dataset``, ``split`` (row positions per part) and ``stats`` (train-only
+    ``feature_stats``) are set.
+    """
+
+    def __init__(
+        self,
+        stores: Sequence[str | Path] | str | Path,
+        root: str | Path,
+        split: str = "random",
+        seed: int = 0,
+        fold: int = 0,
+        num_folds: int = 5,
+        batch_size: int = 32,
+        num_workers: int = 0,
+        split_file: str | Path | None = None,
+        split_kwargs: dict[str, Any] | None = None,
+        graph_cache: str | Path | None = None,
+    ) -> None:
+        super().__init__()
+        self.stores = [str(s) for s in ([stores] if isinstance(stores, (str, Path)) else stores)]
+        self.root = str(root)
+        self.split_name = split
+        self.seed, self.fold, self.num_folds = int(seed), int(fold), int(num_folds)
+        self.batch_size = int(batch_size)
+        self.num_workers = int(num_workers)
+        self.split_file = Path(split_file) if split_file else None
+        self.split_kwargs = dict(split_kwargs or {})
+        self.graph_cache = graph_cache
+        self.dataset: PerfDataset | None = None
+        self.split: dict[str, np.ndarray] | None = None
+        self.stats: dict | None = None
+
+    def prepare_data(self) -> None:
+        # Process once (graphs exported, files written) before any worker loads the processed files.
+        PerfDataset(self.root, self.stores, graph_cache=self.graph_cache)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.dataset is not None:
+            return
+        dataset = PerfDataset(self.root, self.stores, graph_cache=self.graph_cache)
+        samples = dataset.samples
+        if self.split_file is not None and self.split_file.exists():
+            split = load_split(self.split_file, samples)
+        else:
+            split = make_split(
+                self.split_name, samples, self.seed, self.fold, self.num_folds, **self.split_kwargs
+            )
+            if self.split_file is not None:
+                meta = {
+                    "split": self.split_name,
+                    "seed": self.seed,
+                    "fold": self.fold,
+                    "num_folds": self.num_folds,
+                }
+                save_split(split, self.split_file, samples, meta={**meta, **self.split_kwargs})
+        self.stats = feature_stats(dataset, split["train"])
+        self.dataset, self.split = dataset, split
+
+    def part(self, name: str) -> PerfDataset:
+        """The dataset restricted to one part (``train``, ``val`` or ``test``)."""
+        if self.dataset is None or self.split is None:
+            raise RuntimeError("call setup() first")
+        if name not in PARTS:
+            raise ValueError(f"unknown part {name!r}")
+        return self.dataset[self.split[name]]
+
+    def _loader(self, name: str, shuffle: bool) -> DataLoader:
+        return DataLoader(
+            self.part(name),
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        return self._loader("train", shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return self._loader("val", shuffle=False)
+
+    def test_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader:
+        return self._loader("test", shuffle=False)

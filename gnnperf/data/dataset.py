@@ -1,0 +1,401 @@
+"""The PyG dataset of measured samples: one op graph per (model, input shape), specialised per batch size.
+
+``process()`` reads the stores' samples, builds each distinct (model_ref, input_shape) graph once and writes
+to ``<root>/processed/``: ``graphs.json.gz`` (the OpGraphs), ``samples.parquet`` (the sample table with
+``graph_idx`` and ``hw_id``), ``devices.json`` (device names and their specs) and, last, ``meta.json`` (the
+feature version and a fingerprint of the stores' shards). A ``meta.json`` from another ``FEATURE_VERSION``,
+hardware table or set of shards makes the next construction reprocess.
+
+``get(i)`` substitutes the sample's batch size into its graph. The substituted tensors are cached per (graph,
+batch size), so the same model measured on several devices, and every epoch, shares one copy of them; each
+sample gets a shallow copy carrying its own ``u``, ``hw``, ``hw_id``, ``y``, ``agg``, ``batch_size`` and the
+strings ``model_ref``, ``family``, ``hardware``, ``sample_id`` (the batch format of issue 4).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import hashlib
+import json
+import logging
+import os
+import warnings
+from collections import Counter, OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from torch_geometric.data import Data, Dataset
+
+from gnnperf.data.aggregate import aggregate_features
+from gnnperf.data.store import SampleStore
+from gnnperf.errors import GnnperfError
+from gnnperf.graph.build import GraphCache, build_graph
+from gnnperf.graph.cost import graph_costs
+from gnnperf.graph.features import FEATURE_VERSION, to_data
+from gnnperf.graph.ir import OpGraph
+from gnnperf.hardware.table import (
+    ENV_VAR,
+    HARDWARE_TABLE_VERSION,
+    HardwareSpec,
+    get_spec,
+    spec_from_dict,
+    spec_to_dict,
+)
+from gnnperf.hardware.vector import hardware_vector
+from gnnperf.measure.workload import Workload, parse_timed_label
+
+log = logging.getLogger(__name__)
+PROCESSED_FORMAT = 1  # layout of the processed files; bump when it changes
+STD_FLOOR = 1e-6
+STAT_KEYS = ("x", "edge_attr", "u", "hw", "agg")
+
+
+def workload_from_row(row: Mapping[str, Any]) -> Workload:
+    """The :class:`Workload` of a sample row.
+
+    Public tables may record ``optimizer``/``memory_format`` as ``unknown``: the optimizer then takes the
+    Workload default for the timed region (``sgd`` when the optimizer step is timed, else ``none``) and the
+    memory format ``contiguous``.
+    """
+    timed, h2d = parse_timed_label(str(row["timed"]))
+    optimizer = None if row["optimizer"] == "unknown" else str(row["optimizer"])
+    memory_format = "contiguous" if row["memory_format"] == "unknown" else str(row["memory_format"])
+    shape = tuple(int(d) for d in str(row["input_shape"]).split(",") if d)
+    return Workload(
+        batch_size=int(row["batch_size"]),
+        input_shape=shape,
+        mode=str(row["mode"]),
+        precision=str(row["precision"]),
+        optimizer=optimizer,
+        timed=timed,
+        h2d=h2d,
+        memory_format=memory_format,
+        num_devices=int(row["num_devices"]),
+    )
+
+
+class PerfData(Data):
+    """``Data`` whose ``batch_size`` is not offset when batched (PyG offsets every key containing "batch").
+
+    On a collated ``Batch``, read it as ``batch["batch_size"]``: the attribute ``batch.batch_size`` is PyG's
+    alias for ``num_graphs``.
+    """
+
+    def __inc__(self, key: str, value: Any, *args: Any, **kwargs: Any) -> Any:
+        return 0 if key == "batch_size" else super().__inc__(key, value, *args, **kwargs)
+
+
+@dataclass
+class _Entry:
+    """Cached tensors of one graph at one batch size; ``extras`` holds (u, agg) per workload."""
+
+    base: PerfData | None = None
+    extras: dict[Workload, tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+
+    def nbytes(self) -> int:
+        tensors = [v for _, v in self.base.items() if isinstance(v, torch.Tensor)] if self.base else []
+        tensors += [t for pair in self.extras.values() for t in pair]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+class PerfDataset(Dataset):
+    """Samples of one or more sample stores as PyG ``Data`` (see the module docstring).
+
+    Args:
+        root: directory of the processed files (``<root>/processed``).
+        stores: sample store directories; a sample in several stores is taken from the first.
+        graph_cache: a :class:`GraphCache` or directory for built graphs; ``None``: ``<store>/graphs``.
+        status: sample status to keep (``ok``: rows with a measured time).
+        transform: PyG transform applied by ``__getitem__``.
+        cache_size: most (graph, batch size) entries kept in memory (least recently used go); ``None``: all.
+        log: print PyG's "Processing..." lines.
+        force_reload: reprocess even when the processed files are current.
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        stores: Sequence[str | Path] | str | Path,
+        graph_cache: GraphCache | str | Path | None = None,
+        status: str = "ok",
+        transform: Any = None,
+        cache_size: int | None = None,
+        log: bool = False,
+        force_reload: bool = False,
+    ) -> None:
+        stores = [stores] if isinstance(stores, (str, Path)) else list(stores)
+        self.stores = [Path(str(s)).expanduser().resolve() for s in stores]
+        if not self.stores:
+            raise GnnperfError("PerfDataset needs at least one sample store")
+        missing = [str(s) for s in self.stores if not s.is_dir()]
+        if missing:
+            raise GnnperfError(f"sample store {missing[0]} does not exist")
+        self.status = status
+        self.graph_cache = GraphCache(graph_cache) if isinstance(graph_cache, (str, Path)) else graph_cache
+        self.cache_size = cache_size
+        self._cache: OrderedDict[tuple[int, int], _Entry] = OrderedDict()
+        self._fingerprint = self._compute_fingerprint()
+        stale = self._is_stale(Path(root) / "processed" / "meta.json")
+        super().__init__(str(root), transform=transform, log=log, force_reload=force_reload or stale)
+        self._load()
+
+    # -- PyG contract ------------------------------------------------------------------------------------
+    @property
+    def raw_file_names(self) -> list[str]:
+        """The stores' shards as absolute paths (PyG joins them to ``raw_dir``, which keeps them absolute)."""
+        return [str(p) for s in self.stores for p in SampleStore(s, readonly=True).shards()]
+
+    @property
+    def processed_file_names(self) -> list[str]:
+        return ["graphs.json.gz", "samples.parquet", "devices.json", "meta.json"]  # meta.json written last
+
+    def download(self) -> None:
+        raise GnnperfError(f"no sample shards in {', '.join(map(str, self.stores))}")
+
+    def process(self) -> None:
+        frames = []
+        for k, store in enumerate(self.stores):
+            frame = SampleStore(store, readonly=True).read(status=self.status)
+            frames.append(frame.assign(store_idx=k))
+        samples = pd.concat(frames, ignore_index=True).drop_duplicates("sample_id", keep="first")
+        total = len(samples)
+        dropped: Counter[str] = Counter()
+
+        specs = self._device_specs(sorted(samples["hardware"].unique()))
+        known = samples["hardware"].isin(list(specs))
+        dropped["unknown hardware"] += int((~known).sum())
+        samples = samples[known]
+
+        valid = []
+        for row in samples.to_dict("records"):
+            try:
+                workload_from_row(row)
+                valid.append(True)
+            except GnnperfError as e:
+                log.warning("sample %s has an invalid workload: %s", row["sample_id"], e)
+                valid.append(False)
+        dropped["invalid workload"] += len(valid) - sum(valid)
+        samples = samples[np.asarray(valid, dtype=bool)] if len(samples) else samples
+
+        graphs, graph_of = [], {}
+        keys = samples.groupby(["model_ref", "input_shape"], sort=True)["store_idx"].first()
+        for (ref, shape), store_idx in keys.items():
+            cache = self.graph_cache or GraphCache(self.stores[store_idx] / "graphs")
+            try:
+                graph = build_graph(ref, tuple(int(d) for d in shape.split(",")), cache=cache)
+            except Exception as e:  # exporters fail in many ways; one bad model must not stop the dataset
+                log.warning("graph of %s at %s not built: %s: %s", ref, shape, type(e).__name__, e)
+                continue
+            graph_of[(ref, shape)] = len(graphs)
+            graphs.append(graph)
+        graph_idx = [graph_of.get(k, -1) for k in zip(samples["model_ref"], samples["input_shape"])]
+        samples = samples.assign(graph_idx=np.asarray(graph_idx, dtype=np.int64))
+        dropped["graph not built"] += int((samples["graph_idx"] < 0).sum())
+        samples = samples[samples["graph_idx"] >= 0]
+
+        dropped = +dropped  # keep only positive counts
+        if dropped:
+            reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
+            warnings.warn(
+                f"PerfDataset dropped {sum(dropped.values())} of {total} samples ({reasons})", stacklevel=2
+            )
+        if samples.empty:
+            raise GnnperfError(f"no usable {self.status} samples in {', '.join(map(str, self.stores))}")
+
+        devices = sorted(samples["hardware"].unique())
+        samples = samples.assign(hw_id=samples["hardware"].map({d: i for i, d in enumerate(devices)}))
+        samples = samples.drop(columns="store_idx").sort_values("sample_id").reset_index(drop=True)
+        out = Path(self.processed_dir)
+        graph_json = json.dumps([g.to_dict() for g in graphs], separators=(",", ":"))
+        with gzip.open(out / "graphs.json.gz", "wt", compresslevel=3) as f:
+            f.write(graph_json)
+        samples.to_parquet(out / "samples.parquet", index=False)
+        device_rows = [{"device": d, "spec": spec_to_dict(specs[d])} for d in devices]
+        (out / "devices.json").write_text(json.dumps(device_rows, indent=1))
+        meta = {
+            "feature_version": FEATURE_VERSION,
+            "fingerprint": self._fingerprint,
+            "stores": [str(s) for s in self.stores],
+            "status": self.status,
+            "samples": len(samples),
+            "graphs": len(graphs),
+            "dropped": dict(dropped),
+            "graph_json_bytes": len(graph_json),
+        }
+        (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+    def len(self) -> int:
+        return len(self.samples)
+
+    def get(self, idx: int) -> PerfData:
+        bs, hw_id = int(self._batch[idx]), int(self._hw_id[idx])
+        base, u, agg = self._features(int(self._graph_idx[idx]), self._workloads[idx])
+        data = copy.copy(base)  # shallow: the cached tensors are shared, the cached Data is not mutated
+        data.u, data.agg = u, agg
+        data.hw = self._hw[hw_id : hw_id + 1]
+        data.hw_id = torch.tensor([hw_id], dtype=torch.long)
+        data.y = torch.tensor([self._y[idx]], dtype=torch.float32)
+        data.batch_size = torch.tensor([bs], dtype=torch.long)
+        for name, values in self._strings.items():
+            setattr(data, name, values[idx])
+        return data
+
+    # -- public helpers ------------------------------------------------------------------------------------
+    def workload(self, idx: int) -> Workload:
+        return self._workloads[idx]
+
+    def memory_report(self) -> dict[str, int | dict[str, int]]:
+        """Sizes of what the dataset holds: graphs, samples, the graph store on disk and the Data cache."""
+        return {
+            "graphs": len(self.graphs),
+            "samples": len(self.samples),
+            "devices": len(self.devices),
+            "graph_file_bytes": (Path(self.processed_dir) / "graphs.json.gz").stat().st_size,
+            "graph_json_bytes": int(self.meta["graph_json_bytes"]),
+            "data_cache_entries": len(self._cache),
+            "data_cache_bytes": sum(e.nbytes() for e in self._cache.values()),
+            "dropped": dict(self.meta["dropped"]),
+        }
+
+    # -- internals -------------------------------------------------------------------------------------------
+    def _compute_fingerprint(self) -> str:
+        parts: list[Any] = [PROCESSED_FORMAT, FEATURE_VERSION, HARDWARE_TABLE_VERSION, self.status]
+        parts.append(os.environ.get(ENV_VAR, ""))
+        for store in self.stores:
+            files = SampleStore(store, readonly=True).shards() + sorted((store / "hardware").glob("*.json"))
+            parts.append([str(store), [(p.name, p.stat().st_size) for p in files]])
+        return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:16]
+
+    def _is_stale(self, meta_path: Path) -> bool:
+        if not meta_path.exists():
+            return False  # nothing processed yet: PyG processes anyway
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            return True
+        if meta.get("feature_version") != FEATURE_VERSION:
+            log.info("processed dataset has feature version %s, not %s: reprocessing",
+                     meta.get("feature_version"), FEATURE_VERSION)  # fmt: skip
+            return True
+        return meta.get("fingerprint") != self._fingerprint
+
+    def _device_specs(self, names: list[str]) -> dict[str, HardwareSpec]:
+        """Specs by device name: the stores' probe records first, then the packaged table."""
+        records: dict[str, HardwareSpec] = {}
+        for store in self.stores:
+            for path in sorted((store / "hardware").glob("*.json")):
+                try:
+                    spec = spec_from_dict(json.loads(path.read_text()))
+                except (OSError, ValueError, GnnperfError) as e:
+                    log.warning("ignoring unreadable hardware record %s: %s", path, e)
+                    continue
+                records.setdefault(spec.name, spec)
+        specs = {}
+        for name in names:
+            if name in records:
+                specs[name] = records[name]
+                continue
+            try:
+                specs[name] = get_spec(name)
+            except GnnperfError:
+                log.warning("hardware %r is neither in a store's hardware/ records nor in the table", name)
+        return specs
+
+    def _load(self) -> None:
+        out = Path(self.processed_dir)
+        self.meta: dict[str, Any] = json.loads((out / "meta.json").read_text())
+        with gzip.open(out / "graphs.json.gz", "rt") as f:
+            self.graphs: list[OpGraph] = [OpGraph.from_dict(d) for d in json.load(f)]
+        self.samples: pd.DataFrame = pd.read_parquet(out / "samples.parquet")
+        device_rows = json.loads((out / "devices.json").read_text())
+        self.devices: list[str] = [r["device"] for r in device_rows]
+        self.hardware_specs: dict[str, HardwareSpec] = {
+            r["device"]: spec_from_dict(r["spec"]) for r in device_rows
+        }
+        vectors = [hardware_vector(self.hardware_specs[d]) for d in self.devices]
+        self._hw = torch.from_numpy(np.stack(vectors)).float()
+        self._graph_idx = self.samples["graph_idx"].to_numpy(np.int64)
+        self._hw_id = self.samples["hw_id"].to_numpy(np.int64)
+        self._batch = self.samples["batch_size"].to_numpy(np.int64)
+        self._y = self.samples["iteration_time_ms"].to_numpy(np.float64)
+        self._workloads = [workload_from_row(r) for r in self.samples.to_dict("records")]
+        names = ("model_ref", "family", "hardware", "sample_id")
+        self._strings = {n: [str(v) for v in self.samples[n]] for n in names}
+
+    def _features(self, graph_idx: int, workload: Workload) -> tuple[PerfData, torch.Tensor, torch.Tensor]:
+        """(structure at the batch size, u, agg) from the cache, computed on a miss."""
+        key = (graph_idx, workload.batch_size)
+        entry = self._cache.get(key)
+        if entry is None:
+            entry = self._cache[key] = _Entry()
+            while self.cache_size is not None and len(self._cache) > max(self.cache_size, 1):
+                self._cache.popitem(last=False)
+        else:
+            self._cache.move_to_end(key)
+        if workload not in entry.extras:
+            graph = self.graphs[graph_idx]
+            data = to_data(
+                graph, workload
+            )  # x and edge_attr depend on the batch size only, u on the workload
+            costs, _ = graph_costs(graph, workload.batch_size)
+            agg = torch.from_numpy(aggregate_features(graph, workload, costs)).view(1, -1)
+            entry.extras[workload] = (data.u, agg)
+            if entry.base is None:
+                del data.u
+                entry.base = PerfData.from_dict(data.to_dict())  # same tensors, batching-safe class
+        u, agg = entry.extras[workload]
+        return entry.base, u, agg
+
+
+class _Moments:
+    """Weighted column sums in float64, for means and standard deviations."""
+
+    def __init__(self) -> None:
+        self.total: torch.Tensor | float = 0.0
+        self.total_sq: torch.Tensor | float = 0.0
+        self.count = 0
+
+    def add(self, rows: torch.Tensor, weight: int) -> None:
+        rows = rows.double()
+        self.total = self.total + weight * rows.sum(0)
+        self.total_sq = self.total_sq + weight * rows.square().sum(0)
+        self.count += weight * rows.shape[0]
+
+    def result(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.count == 0:  # e.g. no train graph has an edge
+            return torch.zeros(width), torch.ones(width)
+        mean = self.total / self.count
+        std = (self.total_sq / self.count - mean.square()).clamp_min(0).sqrt().clamp_min(STD_FLOOR)
+        return mean.float(), std.float()
+
+
+def feature_stats(
+    dataset: PerfDataset, indices: Sequence[int] | np.ndarray
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Per-column (mean, std) of ``x``, ``edge_attr``, ``u``, ``hw`` and ``agg`` over the samples ``indices``.
+
+    Pass the TRAIN indices only (positions in ``dataset.samples``). ``x`` and ``edge_attr`` are taken over every
+    node and edge of every listed sample (a graph measured on two devices counts twice); the others over
+    samples. ``std`` is floored at ``1e-6`` so constant columns standardise to 0.
+    """
+    indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+    if indices.size == 0:
+        raise GnnperfError("feature_stats needs at least one (train) sample")
+    moments = {k: _Moments() for k in STAT_KEYS}
+    groups = Counter((int(dataset._graph_idx[i]), dataset._workloads[i]) for i in indices)
+    widths: dict[str, int] = {}
+    for (graph_idx, workload), n in groups.items():
+        base, u, agg = dataset._features(graph_idx, workload)
+        for key, rows in (("x", base.x), ("edge_attr", base.edge_attr), ("u", u), ("agg", agg)):
+            moments[key].add(rows, n)
+            widths[key] = rows.shape[1]
+    for hw_id, n in Counter(dataset._hw_id[indices].tolist()).items():
+        moments["hw"].add(dataset._hw[hw_id : hw_id + 1], n)
+    widths["hw"] = dataset._hw.shape[1]
+    return {k: moments[k].result(widths[k]) for k in STAT_KEYS}

@@ -1,0 +1,224 @@
+"""Train/val/test splits of the sample table: one registry, index arrays out, JSON files of sample ids.
+
+Each split function is ``fn(samples, seed, fold, num_folds, **kw) -> {"train", "val", "test"}`` of row
+positions in ``samples``; :func:`make_split` checks that the parts are non-empty, disjoint and cover every
+row. Splits depend only on the table's content and the seed (groups are sorted before shuffling).
+
+| name | test part | val part |
+|---|---|---|
+| ``random`` | rows: chunk ``fold`` of a seeded permutation, ``test_frac`` of the rows (default ``1/num_folds``) | ``val_frac`` of the rows, from the rest |
+| ``holdout_model`` | models (``model_ref``): chunk ``fold`` of the shuffled models, ``test_frac`` of them | ``val_frac`` of the models, from the rest |
+| ``holdout_family`` | families ``fold::num_folds`` of the sorted family list | ``val_frac`` of the remaining models |
+| ``holdout_hardware`` | device ``fold`` of the sorted device list | ``val_frac`` of the models, on the other devices |
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gnnperf.errors import GnnperfError, suggest
+
+log = logging.getLogger(__name__)
+PARTS = ("train", "val", "test")
+SplitFn = Callable[..., dict[str, np.ndarray]]
+SPLITS: dict[str, SplitFn] = {}
+
+
+def register_split(name: str) -> Callable[[SplitFn], SplitFn]:
+    """Decorator adding a split function under ``name``; a duplicate name raises ``ValueError``."""
+
+    def add(fn: SplitFn) -> SplitFn:
+        if name in SPLITS:
+            raise ValueError(f"split '{name}' is already registered")
+        SPLITS[name] = fn
+        return fn
+
+    return add
+
+
+def _chunk(n: int, frac: float | None, fold: int, num_folds: int) -> slice:
+    """Positions ``fold * k .. (fold + 1) * k`` of ``n`` items, ``k = round(frac * n)`` (at least 1)."""
+    frac = 1.0 / num_folds if frac is None else frac
+    if not 0 < frac < 1:
+        raise GnnperfError(f"bad test_frac {frac}: expected a fraction in (0, 1)")
+    k = max(1, round(frac * n))
+    if (fold + 1) * k > n:
+        raise GnnperfError(f"fold {fold} needs {(fold + 1) * k} items at {k} per fold; only {n} to split")
+    return slice(fold * k, (fold + 1) * k)
+
+
+def _take_val(items: np.ndarray, val_frac: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(val, rest) with ``val_frac`` of ``items`` (at least 1 when ``val_frac > 0``) drawn at random."""
+    if not 0 <= val_frac < 1:
+        raise GnnperfError(f"bad val_frac {val_frac}: expected a fraction in [0, 1)")
+    items = rng.permutation(items)
+    k = max(1, round(val_frac * len(items))) if val_frac > 0 else 0
+    return items[:k], items[k:]
+
+
+def _rows(samples: pd.DataFrame, column: str, values: np.ndarray) -> np.ndarray:
+    return np.flatnonzero(samples[column].isin(list(values)).to_numpy())
+
+
+def _group_split(
+    samples: pd.DataFrame, rows: np.ndarray, val_frac: float, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray]:
+    """(train, val) of ``rows``, grouped by ``model_ref``."""
+    models = np.unique(samples["model_ref"].to_numpy()[rows])
+    val_models, _ = _take_val(models, val_frac, rng)
+    in_val = samples["model_ref"].to_numpy()[rows]
+    mask = np.isin(in_val, val_models)
+    return rows[~mask], rows[mask]
+
+
+@register_split("random")
+def random_split(
+    samples: pd.DataFrame,
+    seed: int,
+    fold: int,
+    num_folds: int,
+    val_frac: float = 0.1,
+    test_frac: float | None = None,
+) -> dict[str, np.ndarray]:
+    """Rows at random: the same model may sit in train and test (at another batch size or device)."""
+    rng = np.random.default_rng(seed)
+    perm = rng.permutation(len(samples))
+    test_slice = _chunk(len(samples), test_frac, fold, num_folds)
+    test = perm[test_slice]
+    rest = np.concatenate([perm[: test_slice.start], perm[test_slice.stop :]])
+    val, train = _take_val(rest, val_frac, rng)
+    return {"train": train, "val": val, "test": test}
+
+
+@register_split("holdout_model")
+def holdout_model(
+    samples: pd.DataFrame,
+    seed: int,
+    fold: int,
+    num_folds: int,
+    val_frac: float = 0.1,
+    test_frac: float | None = None,
+) -> dict[str, np.ndarray]:
+    """Unseen models: every batch size and device of a ``model_ref`` is in one part."""
+    rng = np.random.default_rng(seed)
+    models = rng.permutation(np.unique(samples["model_ref"].to_numpy()))
+    test_slice = _chunk(len(models), test_frac, fold, num_folds)
+    rest_models = np.concatenate([models[: test_slice.start], models[test_slice.stop :]])
+    val_models, _ = _take_val(rest_models, val_frac, rng)
+    test = _rows(samples, "model_ref", models[test_slice])
+    val = _rows(samples, "model_ref", val_models)
+    train = np.setdiff1d(np.arange(len(samples)), np.concatenate([test, val]))
+    return {"train": train, "val": val, "test": test}
+
+
+@register_split("holdout_family")
+def holdout_family(
+    samples: pd.DataFrame, seed: int, fold: int, num_folds: int, val_frac: float = 0.1
+) -> dict[str, np.ndarray]:
+    """Leave-family-out: fold ``f`` tests families ``f::num_folds`` of the sorted family list."""
+    families = np.unique(samples["family"].to_numpy())
+    if fold >= num_folds:
+        raise GnnperfError(f"holdout_family fold {fold} is not below num_folds {num_folds}")
+    test_families = families[fold::num_folds]
+    if len(test_families) == len(families):
+        raise GnnperfError(
+            f"holdout_family needs families left to train on; fold {fold} of {num_folds} tests all "
+            f"{len(families)} ({', '.join(families)})"
+        )
+    test = _rows(samples, "family", test_families)
+    rest = np.setdiff1d(np.arange(len(samples)), test)
+    train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+    return {"train": train, "val": val, "test": test}
+
+
+@register_split("holdout_hardware")
+def holdout_hardware(
+    samples: pd.DataFrame, seed: int, fold: int, num_folds: int, val_frac: float = 0.1
+) -> dict[str, np.ndarray]:
+    """Leave-one-device-out: fold ``f`` tests device ``f`` of the sorted device list (``num_folds`` unused)."""
+    devices = np.unique(samples["hardware"].to_numpy())
+    if fold >= len(devices):
+        raise GnnperfError(
+            f"holdout_hardware fold {fold}: only {len(devices)} device(s) ({', '.join(devices)})"
+        )
+    test = _rows(samples, "hardware", devices[fold : fold + 1])
+    rest = np.setdiff1d(np.arange(len(samples)), test)
+    train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+    return {"train": train, "val": val, "test": test}
+
+
+def make_split(
+    name: str, samples: pd.DataFrame, seed: int = 0, fold: int = 0, num_folds: int = 5, **kw: Any
+) -> dict[str, np.ndarray]:
+    """The split ``name`` of ``samples``: sorted int64 row positions for ``train``, ``val`` and ``test``.
+
+    Raises:
+        GnnperfError: unknown split name, bad fold, or a split that leaves a part empty.
+    """
+    if name not in SPLITS:
+        raise GnnperfError(
+            f"unknown split '{name}'{suggest(name, SPLITS)}; known: {', '.join(sorted(SPLITS))}"
+        )
+    if num_folds < 1 or fold < 0:
+        raise GnnperfError(f"bad fold {fold} of num_folds {num_folds}: expected fold >= 0 and num_folds >= 1")
+    split = SPLITS[name](samples, seed=seed, fold=fold, num_folds=num_folds, **kw)
+    split = {p: np.sort(np.asarray(split[p], dtype=np.int64)) for p in PARTS}
+    check_split(split, len(samples), what=f"split {name} (seed {seed}, fold {fold})")
+    return split
+
+
+def check_split(split: dict[str, np.ndarray], num_rows: int, what: str = "split", cover: bool = True) -> None:
+    """Raise :class:`GnnperfError` if a part is empty, two parts share a row or (``cover``) a row is in none."""
+    empty = [p for p in PARTS if len(split[p]) == 0]
+    if empty:
+        sizes = ", ".join(f"{p}={len(split[p])}" for p in PARTS)
+        raise GnnperfError(f"{what} of {num_rows} samples leaves {'/'.join(empty)} empty ({sizes})")
+    together = np.concatenate([split[p] for p in PARTS])
+    if len(np.unique(together)) != len(together):
+        raise GnnperfError(f"{what}: a sample is in more than one part")
+    if cover and len(together) != num_rows:
+        raise GnnperfError(f"{what}: {num_rows - len(together)} sample(s) are in no part")
+
+
+def save_split(
+    split: dict[str, np.ndarray], path: str | Path, samples: pd.DataFrame, meta: dict[str, Any] | None = None
+) -> Path:
+    """Write the split as JSON of ``sample_id`` lists per part, with ``meta`` (e.g. split name and seed)."""
+    ids = samples["sample_id"].to_numpy()
+    doc = {"meta": dict(meta or {}), "parts": {p: sorted(str(s) for s in ids[split[p]]) for p in PARTS}}
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1) + "\n")
+    return path
+
+
+def load_split(path: str | Path, samples: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Row positions in ``samples`` of a split saved by :func:`save_split`.
+
+    Every saved sample must be in ``samples``; samples the file does not name (added later) are left out,
+    with a log line.
+    """
+    try:
+        doc = json.loads(Path(path).read_text())
+        parts = {p: list(doc["parts"][p]) for p in PARTS}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise GnnperfError(f"cannot read split file {path}: {e}") from None
+    position = {sid: i for i, sid in enumerate(samples["sample_id"])}
+    missing = [s for p in PARTS for s in parts[p] if s not in position]
+    if missing:
+        raise GnnperfError(
+            f"split file {path} names {len(missing)} sample(s) not in the dataset (e.g. {missing[0]})"
+        )
+    split = {p: np.sort(np.asarray([position[s] for s in parts[p]], dtype=np.int64)) for p in PARTS}
+    check_split(split, len(samples), what=f"split file {path}", cover=False)
+    unused = len(samples) - sum(len(v) for v in split.values())
+    if unused:
+        log.info("split file %s leaves %d newer sample(s) out", path, unused)
+    return split

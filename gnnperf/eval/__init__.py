@@ -1,0 +1,1 @@
+"""Evaluation: metrics, comparison tables and plots for the predictor and its baselines."""

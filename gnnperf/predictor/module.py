@@ -1,0 +1,235 @@
+"""PerfModule: the LightningModule that trains :class:`PerfGNN` on log milliseconds and reports ms metrics.
+
+The checkpoint is self-describing: hyper-parameters hold the feature name lists, op vocabulary, device list,
+``feature_version`` and ``hardware_table_version``; the model's buffers hold the train-split normalisation
+statistics. Loading checks versions and feature names against the running code and fails with a
+:class:`GnnperfError` saying what differs. Optimizer and scheduler come in as partials (Hydra ``_partial_:
+true``) and are not saved: they are needed to train, not to predict.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytorch_lightning as pl
+import torch
+from torch import Tensor
+
+from gnnperf.errors import GnnperfError
+from gnnperf.predictor.model import PerfGNN, Stats
+from gnnperf.predictor.target import from_target, get_loss, to_target
+
+OptimizerFactory = Callable[..., torch.optim.Optimizer]
+SchedulerFactory = Callable[..., Any]
+_STAGES = ("val", "test")
+
+
+def code_versions() -> dict[str, Any]:
+    """What the running code produces: versions, feature name lists and op vocabulary."""
+    from gnnperf.data.aggregate import AGG_FEATURES
+    from gnnperf.graph.features import EDGE_FEATURES, FEATURE_VERSION, GRAPH_FEATURES, NODE_FEATURES, OP_VOCAB
+    from gnnperf.hardware import HARDWARE_FEATURES, HARDWARE_TABLE_VERSION
+
+    return {
+        "feature_version": FEATURE_VERSION,
+        "hardware_table_version": HARDWARE_TABLE_VERSION,
+        "node_features": [n for n, _ in NODE_FEATURES],
+        "edge_features": [n for n, _ in EDGE_FEATURES],
+        "graph_features": [n for n, _ in GRAPH_FEATURES],
+        "hw_features": list(HARDWARE_FEATURES),
+        "agg_features": list(AGG_FEATURES),
+        "op_vocab": list(OP_VOCAB),
+    }
+
+
+def check_compatible(hparams: Mapping[str, Any]) -> None:
+    """Raise GnnperfError listing every version or feature list in ``hparams`` that differs from the code."""
+    diffs = []
+    for key, code in code_versions().items():
+        saved = hparams.get(key)
+        if key.endswith("_version"):
+            if saved != code:
+                diffs.append(f"checkpoint {key.upper()} {saved} != code {code}")
+        elif list(saved or []) != code:
+            extra = sorted(set(saved or []) - set(code))[:3]
+            lacking = sorted(set(code) - set(saved or []))[:3]
+            detail = (
+                f"{len(saved or [])} vs {len(code)} names; only in checkpoint {extra}, only in code {lacking}"
+            )
+            diffs.append(f"checkpoint {key} differ from code ({detail})")
+    if diffs:
+        raise GnnperfError("incompatible checkpoint: " + "; ".join(diffs))
+
+
+def ape_metrics(pred_ms: Tensor, true_ms: Tensor) -> dict[str, float]:
+    """Absolute-percentage-error summaries in percent: ``mape``, ``median_ape``, ``within_10``, ``within_20``."""
+    ape = ((pred_ms - true_ms).abs() / true_ms * 100.0).double()
+    return {
+        "mape": ape.mean().item(),
+        "median_ape": ape.median().item(),
+        "within_10": (ape <= 10).double().mean().item() * 100.0,
+        "within_20": (ape <= 20).double().mean().item() * 100.0,
+    }
+
+
+class PerfModule(pl.LightningModule):
+    """Trains :class:`PerfGNN`; logs ``train/loss``, ``{val,test}/{loss,mape,median_ape,within_10,within_20}``.
+
+    Args:
+        hidden, layers, backbone, readout, dropout, use_agg, op_embedding_dim, heads, bidirectional,
+            device_dropout: see :class:`PerfGNN`.
+        device_embedding: learn an embedding per device in ``devices`` (unseen devices use the spec alone).
+        loss: ``mse``, ``huber`` or ``mape`` (on log ms); ``loss_kwargs`` e.g. ``{"delta": 0.5}``.
+        optimizer: partial taking ``params``; default AdamW(lr=1e-3).
+        scheduler: optional partial taking ``optimizer``; stepped per epoch, ``scheduler_monitor`` for plateau.
+        stats: train-split ``{key: (mean, std)}``; stored as model buffers, not hyper-parameters.
+        devices: the dataset's device list (``batch.hw_id`` indexes it).
+        node_features ... op_vocab, feature_version, hardware_table_version: default to the running code's;
+            a checkpoint keeps its own and is checked against the code on load.
+    """
+
+    def __init__(
+        self,
+        hidden: int = 128,
+        layers: int = 4,
+        backbone: str = "gine",
+        readout: str = "additive",
+        dropout: float = 0.1,
+        use_agg: bool = True,
+        op_embedding_dim: int = 16,
+        heads: int = 4,
+        bidirectional: bool = True,
+        device_dropout: float = 0.1,
+        device_embedding: bool = True,
+        loss: str = "mse",
+        loss_kwargs: dict[str, float] | None = None,
+        optimizer: OptimizerFactory | None = None,
+        scheduler: SchedulerFactory | None = None,
+        scheduler_monitor: str = "val/loss",
+        stats: Stats | None = None,
+        devices: Sequence[str] | None = None,
+        node_features: Sequence[str] | None = None,
+        edge_features: Sequence[str] | None = None,
+        graph_features: Sequence[str] | None = None,
+        hw_features: Sequence[str] | None = None,
+        agg_features: Sequence[str] | None = None,
+        op_vocab: Sequence[str] | None = None,
+        feature_version: int | None = None,
+        hardware_table_version: str | None = None,
+    ) -> None:
+        super().__init__()
+        code = code_versions()
+        # Resolve defaults before saving so the checkpoint records what was used, not "None".
+        devices = list(devices or [])
+        node_features = list(node_features or code["node_features"])
+        edge_features = list(edge_features or code["edge_features"])
+        graph_features = list(graph_features or code["graph_features"])
+        hw_features = list(hw_features or code["hw_features"])
+        agg_features = list(code["agg_features"] if agg_features is None else agg_features)
+        op_vocab = list(op_vocab or code["op_vocab"])
+        feature_version = code["feature_version"] if feature_version is None else feature_version
+        if hardware_table_version is None:
+            hardware_table_version = code["hardware_table_version"]
+        loss_kwargs = dict(loss_kwargs or {})
+        self.save_hyperparameters(ignore=["optimizer", "scheduler", "stats"], logger=False)
+
+        self.loss_fn = get_loss(loss, **loss_kwargs)
+        self.optimizer_factory = optimizer or partial(torch.optim.AdamW, lr=1e-3)
+        self.scheduler_factory = scheduler
+        self.model = PerfGNN(
+            node_dim=len(node_features),
+            edge_dim=len(edge_features),
+            graph_dim=len(graph_features),
+            hw_dim=len(hw_features),
+            agg_dim=len(agg_features),
+            hidden=hidden,
+            layers=layers,
+            backbone=backbone,
+            readout=readout,
+            dropout=dropout,
+            num_devices=len(devices) if device_embedding else 0,
+            use_agg=use_agg,
+            op_embedding_dim=op_embedding_dim,
+            num_ops=len(op_vocab),
+            heads=heads,
+            bidirectional=bidirectional,
+            device_dropout=device_dropout,
+            stats=stats,
+        )
+        self._outputs: dict[str, list[tuple[Tensor, Tensor]]] = {s: [] for s in _STAGES}
+
+    def device_index(self, hardware: str) -> int:
+        """Index of ``hardware`` in the training device list, or -1 (unseen: predicted from its spec)."""
+        devices = self.hparams.devices
+        return devices.index(hardware) if hardware in devices else -1
+
+    def forward(self, batch) -> Tensor:
+        """Predicted log ms [B]."""
+        return self.model(batch)[0]
+
+    def training_step(self, batch, batch_idx: int) -> Tensor:
+        loss = self.loss_fn(self(batch), to_target(batch.y))
+        self.log("train/loss", loss, on_step=False, on_epoch=True, prog_bar=True, batch_size=batch.num_graphs)
+        return loss
+
+    def _eval_step(self, batch, stage: str) -> None:
+        self._outputs[stage].append((self(batch).detach(), to_target(batch.y).detach()))
+
+    def validation_step(self, batch, batch_idx: int) -> None:
+        self._eval_step(batch, "val")
+
+    def test_step(self, batch, batch_idx: int) -> None:
+        self._eval_step(batch, "test")
+
+    def _epoch_end(self, stage: str) -> None:
+        """Metrics over the whole epoch's predictions (a mean of per-batch MAPEs would weight batches, not samples)."""
+        outputs, self._outputs[stage] = self._outputs[stage], []
+        if not outputs:
+            return
+        pred = torch.cat([p for p, _ in outputs]).float()
+        target = torch.cat([t for _, t in outputs]).float()
+        metrics = {
+            "loss": self.loss_fn(pred, target).item(),
+            **ape_metrics(from_target(pred), from_target(target)),
+        }
+        for key, value in metrics.items():
+            self.log(f"{stage}/{key}", value, prog_bar=key == "mape")
+
+    def on_validation_epoch_end(self) -> None:
+        self._epoch_end("val")
+
+    def on_test_epoch_end(self) -> None:
+        self._epoch_end("test")
+
+    def predict_step(self, batch, batch_idx: int, dataloader_idx: int = 0) -> Tensor:
+        """Predicted iteration time in ms [B]."""
+        return from_target(self(batch))
+
+    def configure_optimizers(self) -> Any:
+        optimizer = self.optimizer_factory(params=self.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        scheduler = self.scheduler_factory(optimizer=optimizer)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {
+                "scheduler": scheduler,
+                "monitor": self.hparams.scheduler_monitor,
+                "interval": "epoch",
+            },
+        }
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        """Refuse a checkpoint made with other features or another hardware table (also on Trainer resume)."""
+        check_compatible(checkpoint.get("hyper_parameters", {}))
+
+    @classmethod
+    def load(cls, path: str | Path, map_location: str | torch.device = "cpu", **overrides: Any) -> PerfModule:
+        """A trained module from a checkpoint, in eval mode; GnnperfError if missing or incompatible."""
+        if not Path(path).is_file():
+            raise GnnperfError(f"checkpoint not found: {path}")
+        module = cls.load_from_checkpoint(path, map_location=map_location, weights_only=True, **overrides)
+        return module.eval()

@@ -1,0 +1,105 @@
+"""Readouts: node states + per-graph context -> predicted log milliseconds.
+
+``additive``: each op predicts its own share of the iteration time, ``softplus(node_mlp(h_i))`` times a learned
+per-graph scale ``exp(scale(ctx))``; the graph's time is the sum over its ops plus a learned per-graph overhead
+``exp(overhead(ctx))`` (framework, optimizer and launch costs no single op owns). Sums are taken in log space
+(log-sum-exp) so times from microseconds to minutes stay finite. The per-op terms are a breakdown of the
+prediction, in ms.
+
+``pooled``: sum, mean and max of node states, with the context, through an MLP straight to log ms.
+
+Both return ``(log_ms [B], node_contrib_ms [N] or None)``. Register more with :func:`register_readout`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from gnnperf.errors import GnnperfError, suggest
+
+READOUTS: dict[str, Callable[..., nn.Module]] = {}
+
+
+def register_readout(name: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
+    """Class decorator adding a readout under ``name``; a duplicate name raises."""
+
+    def add(cls: type[nn.Module]) -> type[nn.Module]:
+        if name in READOUTS:
+            raise ValueError(f"readout {name!r} is already registered")
+        READOUTS[name] = cls
+        return cls
+
+    return add
+
+
+def _segment_logsumexp(log_node: Tensor, batch: Tensor, log_extra: Tensor) -> Tensor:
+    """log(sum_i exp(log_node_i) over each graph + exp(log_extra_b)) [B], computed stably."""
+    num_graphs = log_extra.shape[0]
+    m = torch.full((num_graphs,), float("-inf"), dtype=log_node.dtype, device=log_node.device)
+    m = m.scatter_reduce(0, batch, log_node, reduce="amax", include_self=True)
+    m = torch.maximum(m, log_extra).detach()
+    total = torch.zeros_like(m).index_add_(0, batch, torch.exp(log_node - m[batch]))
+    return m + torch.log(total + torch.exp(log_extra - m))
+
+
+@register_readout("additive")
+class AdditiveReadout(nn.Module):
+    """Sum of per-op times plus a per-graph overhead; see the module docstring."""
+
+    def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.node_mlp = nn.Sequential(
+            nn.Linear(hidden, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, 1)
+        )
+        self.log_scale = nn.Linear(context_dim, 1)
+        self.log_overhead = nn.Linear(context_dim, 1)
+
+    def parts(self, h: Tensor, context: Tensor, batch: Tensor) -> tuple[Tensor, Tensor]:
+        """(log ms of each op [N], log ms of each graph's overhead [B])."""
+        share = F.softplus(self.node_mlp(h).squeeze(-1)).clamp_min(1e-20)
+        log_node = torch.log(share) + self.log_scale(context).squeeze(-1)[batch]
+        return log_node, self.log_overhead(context).squeeze(-1)
+
+    def forward(self, h: Tensor, context: Tensor, batch: Tensor) -> tuple[Tensor, Tensor]:
+        log_node, log_overhead = self.parts(h, context, batch)
+        return _segment_logsumexp(log_node, batch, log_overhead), torch.exp(log_node)
+
+
+@register_readout("pooled")
+class PooledReadout(nn.Module):
+    """MLP over [sum, mean, max pooled node states (LayerNorm-ed), context] -> log ms; no breakdown."""
+
+    def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        # Sum pooling grows with graph size; the norm keeps the MLP's input scale bounded.
+        self.norm = nn.LayerNorm(3 * hidden)
+        self.mlp = nn.Sequential(
+            nn.Linear(3 * hidden + context_dim, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, 1)
+        )
+
+    def forward(self, h: Tensor, context: Tensor, batch: Tensor) -> tuple[Tensor, None]:
+        from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool
+
+        size = context.shape[0]
+        pooled = torch.cat(
+            [
+                global_add_pool(h, batch, size),
+                global_mean_pool(h, batch, size),
+                global_max_pool(h, batch, size),
+            ],
+            dim=-1,
+        )
+        return self.mlp(torch.cat([self.norm(pooled), context], dim=-1)).squeeze(-1), None
+
+
+def build_readout(name: str, hidden: int, context_dim: int, dropout: float = 0.0) -> nn.Module:
+    """The readout ``name`` (a key of :data:`READOUTS`)."""
+    if name not in READOUTS:
+        raise GnnperfError(
+            f"unknown readout {name!r}; choose from {sorted(READOUTS)}{suggest(name, READOUTS)}"
+        )
+    return READOUTS[name](hidden, context_dim, dropout)

@@ -1,0 +1,251 @@
+"""The PyG dataset, aggregate features, feature statistics and the DataModule, on a tiny handmade store."""
+
+from __future__ import annotations
+
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+import gnnperf.data.dataset as dataset_module
+from gnnperf.data.aggregate import AGG_FEATURES, aggregate_features
+from gnnperf.data.datamodule import PerfDataModule
+from gnnperf.data.dataset import PerfDataset, feature_stats, workload_from_row
+from gnnperf.data.schema import sample_id
+from gnnperf.data.splits import load_split
+from gnnperf.data.store import SampleStore
+from gnnperf.graph.features import EDGE_FEATURES, FEATURE_VERSION, GRAPH_FEATURES, NODE_FEATURES
+from gnnperf.hardware.table import get_spec, spec_to_dict
+from gnnperf.hardware.vector import HARDWARE_FEATURES
+from gnnperf.zoo.resolve import resolve
+
+REFS = [
+    "zoo:mlp?depth=2&width=32&in_features=16",
+    "zoo:mlp?depth=1&width=16&in_features=8",
+    "zoo:resnet?depths=1,1&width=8&image_size=32&stem=cifar&num_classes=10",
+    "zoo:vgg?depths=1,1&width=8&image_size=32&fc_width=16&num_classes=10",
+]
+BROKEN = "tests.graph.factories:broken"  # its export fails: the sample is dropped, not the dataset
+DEVICES = ["rtx-3090", "a100-sxm4-40gb"]
+CPU = "cpu-test-1t"  # not in the packaged table: its record lives in <store>/hardware/
+BATCHES = [2, 4]
+LOG2_BATCH = [name for name, _ in GRAPH_FEATURES].index("log2_batch")
+
+
+def _row(ref: str, batch: int, hardware: str, time_ms: float, **changes) -> dict:
+    spec = resolve(ref) if ref != BROKEN else None
+    row = {
+        "model_ref": spec.ref if spec else ref,
+        "family": spec.family if spec else "custom",
+        "input_shape": ",".join(map(str, spec.input_shape(None))) if spec else "3,8,8",
+        "batch_size": batch,
+        "mode": "train",
+        "precision": "fp32",
+        "optimizer": "adam",
+        "timed": "fwd+bwd+opt",
+        "memory_format": "contiguous",
+        "num_devices": 1,
+        "hardware": hardware,
+        "software": "torch=test",
+        "iteration_time_ms": time_ms,
+        "status": "ok",
+    }
+    return {**row, **changes}
+
+
+def _rows() -> list[dict]:
+    rows = []
+    for m, ref in enumerate(REFS):
+        # the vgg rows come from a "public table": no optimizer step, h2d timed, unknown optimizer/format
+        extra = {"timed": "h2d+fwd+bwd", "optimizer": "unknown", "memory_format": "unknown"} if m == 3 else {}
+        for b in BATCHES:
+            for d, device in enumerate(DEVICES):
+                rows.append(_row(ref, b, device, 1.0 + m + b * 0.5 + d * 0.25, **extra))
+    rows.append(_row(REFS[0], 2, CPU, 9.5))
+    rows.append(_row(BROKEN, 2, DEVICES[0], 3.0))
+    return rows
+
+
+def _write_store(path, rows) -> SampleStore:
+    store = SampleStore(path)
+    store.write_shard(rows)
+    cpu = {**spec_to_dict(get_spec("rtx-3090")), "name": CPU, "kind": "cpu", "vendor": "intel", "threads": 1}
+    cpu.update(aliases=[], generation="x86_64+avx2", peak_fp16_tensor_tflops=None, peak_bf16_tflops=None)
+    (path / "hardware").mkdir(exist_ok=True)
+    (path / "hardware" / f"{CPU}.json").write_text(json.dumps(cpu))
+    return store
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """(dataset, build_graph calls, warnings, tmp dir); graphs land in a cache shared by this module."""
+    tmp = tmp_path_factory.mktemp("perf")
+    _write_store(tmp / "store", _rows())
+    calls = []
+    real = dataset_module.build_graph
+
+    def counting(ref, shape, **kw):
+        calls.append((ref, shape))
+        return real(ref, shape, **kw)
+
+    with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        mp.setattr(dataset_module, "build_graph", counting)
+        ds = PerfDataset(tmp / "root", [tmp / "store"], graph_cache=tmp / "graphs")
+    return ds, calls, [str(w.message) for w in caught], tmp
+
+
+def _index(ds: PerfDataset, ref_i: int, batch: int, hardware: str) -> int:
+    s = ds.samples
+    ref = resolve(REFS[ref_i]).ref
+    hit = s.index[(s.model_ref == ref) & (s.batch_size == batch) & (s.hardware == hardware)]
+    assert len(hit) == 1
+    return int(hit[0])
+
+
+def test_graphs_are_built_once_per_model_and_bad_graphs_dropped(built) -> None:
+    ds, calls, caught, _ = built
+    assert sorted(ref for ref, _ in calls) == sorted([resolve(r).ref for r in REFS] + [BROKEN])
+    assert len(ds.graphs) == len(REFS)
+    assert len(ds) == len(REFS) * len(BATCHES) * len(DEVICES) + 1
+    assert any("dropped 1 of" in m and "graph not built" in m for m in caught)
+    report = ds.memory_report()
+    assert report["graphs"] == len(REFS) and report["samples"] == len(ds)
+    assert report["dropped"] == {"graph not built": 1} and report["graph_file_bytes"] > 0
+    assert ds.devices == sorted([*DEVICES, CPU])
+    assert ds.hardware_specs[CPU].kind == "cpu" and ds.hardware_specs["rtx-3090"].kind == "gpu"
+
+
+def test_devices_share_the_cached_tensors(built) -> None:
+    ds, *_ = built
+    i, j = _index(ds, 2, 4, DEVICES[0]), _index(ds, 2, 4, DEVICES[1])
+    a, b = ds[i], ds[j]
+    assert a.x.data_ptr() == b.x.data_ptr() and a.edge_index.data_ptr() == b.edge_index.data_ptr()
+    assert not torch.equal(a.hw, b.hw) and a.hw_id.item() != b.hw_id.item()
+    assert ds.devices[a.hw_id.item()] == a.hardware == DEVICES[0]
+    assert a.y.item() != b.y.item()
+    cached = ds._cache[(int(ds.samples.graph_idx[i]), 4)].base
+    assert "y" not in cached and "hw" not in cached  # the shared Data is never mutated
+    assert ds.memory_report()["data_cache_bytes"] > 0
+
+
+def test_batch_size_is_substituted(built) -> None:
+    ds, *_ = built
+    small, large = ds[_index(ds, 2, 2, DEVICES[0])], ds[_index(ds, 2, 4, DEVICES[0])]
+    assert small.u[0, LOG2_BATCH].item() == pytest.approx(1.0)
+    assert large.u[0, LOG2_BATCH].item() == pytest.approx(2.0)
+    assert small["batch_size"].tolist() == [2] and large["batch_size"].tolist() == [4]
+    assert small.x.shape == large.x.shape and not torch.equal(small.x, large.x)
+    assert small.agg[0, AGG_FEATURES.index("log2_batch")].item() == pytest.approx(1.0)
+
+
+def test_sample_fields_match_the_store(built) -> None:
+    ds, *_ = built
+    for i in range(len(ds)):
+        data, row = ds[i], ds.samples.iloc[i]
+        assert data.y.item() == pytest.approx(row.iteration_time_ms)
+        assert (data.sample_id, data.model_ref, data.family) == (row.sample_id, row.model_ref, row.family)
+        assert data.x.shape[1] == len(NODE_FEATURES) and data.edge_attr.shape[1] == len(EDGE_FEATURES)
+        assert data.hw.shape == (1, len(HARDWARE_FEATURES)) and data.agg.shape == (1, len(AGG_FEATURES))
+
+
+def test_public_table_labels_become_workloads(built) -> None:
+    ds, *_ = built
+    w = ds.workload(_index(ds, 3, 2, DEVICES[0]))
+    assert (w.timed, w.h2d, w.optimizer, w.memory_format) == ("fwd+bwd", True, "none", "contiguous")
+    row = _row(REFS[0], 8, DEVICES[0], 1.0, optimizer="unknown")
+    assert workload_from_row(row).optimizer == "sgd"  # the optimizer step is timed: the Workload default
+    graph = ds.graphs[int(ds.samples.graph_idx[0])]
+    agg = aggregate_features(graph, ds.workload(0))
+    assert agg.dtype == np.float32 and np.isfinite(agg).all()
+    shares = [agg[AGG_FEATURES.index(n)] for n in AGG_FEATURES if n.startswith("node_share=")]
+    assert sum(shares) == pytest.approx(1.0)
+
+
+def test_feature_stats_use_only_the_given_indices(built) -> None:
+    ds, _, _, tmp = built
+    train = np.arange(0, len(ds), 2)
+    stats = feature_stats(ds, train)
+    x = torch.cat([ds[int(i)].x for i in train]).double()
+    mean, std = stats["x"]
+    assert torch.allclose(mean.double(), x.mean(0), atol=1e-4)
+    assert torch.allclose(std.double(), x.std(0, unbiased=False).clamp_min(1e-6), atol=1e-4)
+    assert all(s.min() >= 1e-6 for _, s in stats.values())
+    # Rewrite every non-train sample (new batch size and time): the train-only statistics stay put.
+    train_ids = set(ds.samples.sample_id[train])
+    rows = _rows()
+    changed = [
+        r
+        if sample_id(r) in train_ids
+        else {**r, "batch_size": r["batch_size"] * 16, "iteration_time_ms": 99.0}
+        for r in rows
+    ]
+    _write_store(tmp / "store2", changed)
+    with pytest.warns(UserWarning, match="1 graph not built"):
+        ds2 = PerfDataset(tmp / "root2", [tmp / "store2"], graph_cache=tmp / "graphs")
+    train2 = np.flatnonzero(ds2.samples.sample_id.isin(train_ids).to_numpy())
+    assert len(train2) == len(train)
+    stats2 = feature_stats(ds2, train2)
+    for key in stats:
+        assert torch.allclose(stats[key][0], stats2[key][0]) and torch.allclose(stats[key][1], stats2[key][1])
+    everything = feature_stats(ds2, np.arange(len(ds2)))
+    assert not torch.allclose(everything["u"][0], stats["u"][0])
+
+
+def test_stale_cache_is_rebuilt(built, monkeypatch) -> None:
+    _, _, _, tmp = built
+    _write_store(tmp / "small", [_row(REFS[0], b, DEVICES[0], 1.0 + b) for b in BATCHES])
+    processed = []
+    real = PerfDataset.process
+    monkeypatch.setattr(PerfDataset, "process", lambda self: processed.append(1) or real(self))
+    make = lambda: PerfDataset(tmp / "small_root", [tmp / "small"], graph_cache=tmp / "graphs")  # noqa: E731
+    assert len(make()) == 2 and len(processed) == 1
+    make()
+    assert len(processed) == 1  # current: loaded, not reprocessed
+    meta_path = tmp / "small_root" / "processed" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta_path.write_text(json.dumps({**meta, "feature_version": FEATURE_VERSION - 1}))
+    make()
+    assert len(processed) == 2 and json.loads(meta_path.read_text())["feature_version"] == FEATURE_VERSION
+    SampleStore(tmp / "small").write_shard([_row(REFS[0], 8, DEVICES[0], 5.0)])
+    assert len(make()) == 3 and len(processed) == 3  # a new shard is new data
+
+
+def test_datamodule_yields_the_batch_format(built) -> None:
+    ds, _, _, tmp = built
+    split_file = tmp / "split.json"
+    kw = dict(stores=[tmp / "store"], root=tmp / "root", split="holdout_model", batch_size=4)
+    dm = PerfDataModule(**kw, graph_cache=tmp / "graphs", split_file=split_file)
+    dm.prepare_data()
+    dm.setup("fit")
+    assert split_file.exists()
+    assert set(dm.stats) == {"x", "edge_attr", "u", "hw", "agg"}
+    batch = next(iter(dm.train_dataloader()))
+    n = batch.num_graphs
+    assert n == 4 and batch.x.shape[1] == len(NODE_FEATURES) and batch.op.shape == (batch.num_nodes,)
+    assert batch.edge_index.shape[0] == 2 and batch.edge_attr.shape == (
+        batch.edge_index.shape[1],
+        len(EDGE_FEATURES),
+    )
+    assert batch.u.shape == (n, len(GRAPH_FEATURES)) and batch.hw.shape == (n, len(HARDWARE_FEATURES))
+    assert (
+        batch.agg.shape == (n, len(AGG_FEATURES)) and batch.y.shape == (n,) and batch.y.dtype == torch.float32
+    )
+    assert batch.hw_id.dtype == torch.long and batch.hw_id.shape == (n,)
+    assert batch["batch_size"].dtype == torch.long and set(batch["batch_size"].tolist()) <= set(BATCHES)
+    for name in ("model_ref", "family", "hardware", "sample_id"):
+        assert isinstance(getattr(batch, name), list) and len(getattr(batch, name)) == n
+    assert int(batch.edge_index.max()) < batch.num_nodes
+    assert len(next(iter(dm.predict_dataloader())).sample_id) > 0
+    # A second module reads the committed split file and gets the same parts.
+    again = PerfDataModule(
+        **{**kw, "split": "random", "seed": 7}, graph_cache=tmp / "graphs", split_file=split_file
+    )
+    again.setup()
+    for part in ("train", "val", "test"):
+        assert np.array_equal(again.split[part], dm.split[part])
+    assert np.array_equal(load_split(split_file, ds.samples)["test"], dm.split["test"])
+    assert math.isfinite(float(dm.stats["agg"][0].sum()))

@@ -1,0 +1,126 @@
+"""Splits: disjoint, covering, grouped as named, reproducible from a seed and from a saved file."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from gnnperf.data.splits import PARTS, SPLITS, load_split, make_split, register_split, save_split
+from gnnperf.errors import GnnperfError
+
+FAMILIES = ["mlp", "resnet", "vgg", "vit"]
+DEVICES = ["a100-sxm4-40gb", "cpu-intel-xeon-1t", "rtx-3090"]
+
+
+def table(families=FAMILIES, devices=DEVICES, models_per_family: int = 4) -> pd.DataFrame:
+    rows = [
+        {"model_ref": f"zoo:{f}?width={m}", "family": f, "batch_size": b, "hardware": d}
+        for f in families
+        for m in range(models_per_family)
+        for b in (2, 8)
+        for d in devices
+    ]
+    df = pd.DataFrame(rows)
+    df["sample_id"] = [f"s{i:04d}" for i in range(len(df))]
+    return df
+
+
+def groups(df: pd.DataFrame, split: dict, column: str) -> dict[str, set]:
+    return {p: set(df[column].to_numpy()[split[p]]) for p in PARTS}
+
+
+@pytest.mark.parametrize("name", sorted(SPLITS))
+def test_every_split_is_disjoint_covering_and_seeded(name: str) -> None:
+    df = table()
+    split = make_split(name, df, seed=3, fold=1)
+    together = np.concatenate([split[p] for p in PARTS])
+    assert all(len(split[p]) > 0 for p in PARTS)
+    assert len(together) == len(df) and set(together) == set(range(len(df)))
+    again = make_split(name, df, seed=3, fold=1)
+    assert all(np.array_equal(split[p], again[p]) for p in PARTS)
+    # The split depends on the content, not on the row order.
+    shuffled = df.sample(frac=1.0, random_state=0).reset_index(drop=True)
+    moved = make_split(name, shuffled, seed=3, fold=1)
+    if name != "random":  # random permutes rows; the grouped splits permute sorted groups
+        for p in PARTS:
+            assert set(shuffled.sample_id[moved[p]]) == set(df.sample_id[split[p]])
+
+
+@pytest.mark.parametrize("name", ["random", "holdout_model"])
+def test_seed_and_fold_change_the_split(name: str) -> None:
+    df = table()
+    base = make_split(name, df, seed=0, fold=0)
+    assert not np.array_equal(base["test"], make_split(name, df, seed=1, fold=0)["test"])
+    tests = [make_split(name, df, seed=0, fold=f)["test"] for f in range(5)]
+    assert len(np.unique(np.concatenate(tests))) == sum(len(t) for t in tests)  # folds test disjoint sets
+
+
+def test_holdout_model_keeps_each_model_on_one_side() -> None:
+    df = table()
+    split = make_split("holdout_model", df, seed=0, val_frac=0.2, test_frac=0.25)
+    models = groups(df, split, "model_ref")
+    assert not (
+        models["train"] & models["test"] or models["train"] & models["val"] or models["val"] & models["test"]
+    )
+    assert len(models["test"]) == 4 and len(models["val"]) == 2
+
+
+def test_holdout_family_folds_test_each_family_once() -> None:
+    df = table()
+    seen = []
+    for fold in range(2):
+        split = make_split("holdout_family", df, seed=0, fold=fold, num_folds=2)
+        fams = groups(df, split, "family")
+        assert fams["test"] == set(FAMILIES[fold::2])
+        assert not fams["test"] & (fams["train"] | fams["val"])
+        models = groups(df, split, "model_ref")
+        assert not models["train"] & models["val"]
+        seen += sorted(fams["test"])
+    assert sorted(seen) == FAMILIES
+
+
+def test_holdout_hardware_leaves_one_device_out() -> None:
+    df = table()
+    for fold, device in enumerate(DEVICES):
+        split = make_split("holdout_hardware", df, seed=0, fold=fold)
+        devices = groups(df, split, "hardware")
+        assert devices["test"] == {device} and device not in devices["train"] | devices["val"]
+        models = groups(df, split, "model_ref")
+        assert not models["train"] & models["val"]
+    with pytest.raises(GnnperfError, match="only 3 device"):
+        make_split("holdout_hardware", df, fold=3)
+
+
+def test_impossible_splits_raise_clear_errors() -> None:
+    with pytest.raises(GnnperfError, match="families left to train"):
+        make_split("holdout_family", table(families=["mlp"]))
+    with pytest.raises(GnnperfError, match="train/val empty"):
+        make_split("holdout_hardware", table(devices=["rtx-3090"]))
+    with pytest.raises(GnnperfError, match="leaves train empty"):
+        make_split("holdout_model", table(families=["mlp"], models_per_family=2), num_folds=2)
+    with pytest.raises(GnnperfError, match="did you mean: holdout_model"):
+        make_split("holdout_modle", table())
+    with pytest.raises(GnnperfError, match="fold 9"):
+        make_split("random", table(), fold=9)
+
+
+def test_duplicate_split_name_raises() -> None:
+    with pytest.raises(ValueError, match="already registered"):
+        register_split("random")(lambda samples, seed, fold, num_folds: {})
+
+
+def test_saved_split_reproduces_by_sample_id(tmp_path) -> None:
+    df = table()
+    split = make_split("holdout_family", df, seed=5, fold=1, num_folds=4)
+    path = save_split(split, tmp_path / "splits" / "family.json", df, meta={"split": "holdout_family"})
+    loaded = load_split(path, df)
+    assert all(np.array_equal(split[p], loaded[p]) for p in PARTS)
+    shuffled = df.sample(frac=1.0, random_state=1).reset_index(drop=True)
+    moved = load_split(path, shuffled)
+    assert all(set(shuffled.sample_id[moved[p]]) == set(df.sample_id[split[p]]) for p in PARTS)
+    with pytest.raises(GnnperfError, match="not in the dataset"):
+        load_split(path, df.iloc[1:])
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(GnnperfError, match="cannot read split file"):
+        load_split(tmp_path / "bad.json", df)

@@ -1,0 +1,113 @@
+"""transformers configs (deep stacks by block repetition), ONNX files, the cache, the dynamo fallback."""
+
+import json
+from pathlib import Path
+
+import onnx
+import pytest
+import torch
+
+from gnnperf.graph.build import GraphCache, build_graph
+from gnnperf.graph.cli import summarize
+from gnnperf.graph.export import export_model
+from gnnperf.zoo.resolve import HFLogits, resolve
+
+NEUSIGHT_CONFIGS = Path(__file__).resolve().parents[3] / "shared/external/neusight/data/DLmodel_configs"
+
+
+@pytest.fixture
+def gpt2_config(tmp_path) -> Path:
+    cfg = {
+        "model_type": "gpt2",
+        "architectures": ["GPT2LMHeadModel"],
+        "n_layer": 6,
+        "n_embd": 64,
+        "n_head": 4,
+        "n_positions": 128,
+        "vocab_size": 500,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def test_hf_builds_the_architecture_class(gpt2_config):
+    spec = resolve(f"hf:{gpt2_config}")
+    model = spec.build()
+    assert isinstance(model, HFLogits) and type(model.m).__name__ == "GPT2LMHeadModel"
+    assert spec.num_layers == 6 and spec.input_kind == "tokens" and spec.vocab_size == 500
+
+
+def test_repeated_blocks_match_full_export(gpt2_config):
+    ref = f"hf:{gpt2_config}"
+    full = summarize(build_graph(ref, (32,), shallow=False), 4)
+    repeated = summarize(build_graph(ref, (32,), shallow=True), 4)
+    assert repeated["repeated_blocks"] == {"exported": 2, "depth": 6}
+    for key in ("flops", "mat_flops", "bytes", "params", "num_nodes", "num_edges", "op_counts"):
+        assert repeated[key] == full[key], key
+    # the LM head sees every position: logits are (batch, seq, vocab)
+    model = resolve(ref).build()
+    assert model(torch.zeros(2, 32, dtype=torch.long)).shape == (2, 32, 500)
+
+
+@pytest.mark.slow  # ~2.5 minutes: tracing two 2560-wide blocks at sequence length 2048
+@pytest.mark.skipif(not NEUSIGHT_CONFIGS.is_dir(), reason="../shared/external not present")
+def test_gpt3_shaped_config_without_its_weights():
+    graph = build_graph(f"hf:{NEUSIGHT_CONFIGS / 'gpt3_27.json'}", (2048,))
+    s = summarize(graph, 1)
+    assert s["repeated_blocks"]["depth"] == 32
+    assert 2.6e9 < s["params"] < 2.8e9  # GPT-3 2.7B, never allocated: two blocks were built
+    # forward matrix FLOPs ~ 2 * params * tokens (+ attention); the LM head is tied to the embedding
+    assert s["mat_flops"] > 2 * 2.6e9 * 2048
+
+
+def test_onnx_file_reference(tmp_path):
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(8 * 6 * 6, 5)
+    )
+    path = tmp_path / "net.onnx"
+    torch.onnx.export(
+        model,
+        (torch.randn(2, 3, 8, 8),),
+        str(path),
+        dynamo=False,
+        input_names=["x"],
+        dynamic_axes={"x": {0: "n"}},
+    )
+    s = summarize(build_graph(str(path)), 3)
+    assert s["input_shape"] == [3, 8, 8] and s["num_nodes"] == 4
+    assert s["mat_flops"] == 2 * 3 * (8 * 6 * 6 * 27 + 288 * 5)
+    assert s["params"] == 8 * 27 + 8 + 288 * 5 + 5
+
+
+def test_cache_hit_skips_export_and_survives_processes(tmp_path, monkeypatch):
+    ref = "tests.graph.factories:tiny_cnn"
+    first = build_graph(ref, (3, 8, 8), cache=GraphCache(tmp_path))
+    assert len(list(tmp_path.glob("*.json.gz"))) == 1
+
+    def no_export(*a, **k):
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr("gnnperf.graph.build.export_model", no_export)
+    again = build_graph(ref, (3, 8, 8), cache=GraphCache(tmp_path))  # a new cache object reads the same files
+    assert again.to_dict() == first.to_dict()
+    (next(tmp_path.glob("*.json.gz"))).write_bytes(b"not gzip")  # a corrupt entry is ignored, not fatal
+    monkeypatch.undo()
+    assert build_graph(ref, (3, 8, 8), cache=GraphCache(tmp_path)).to_dict() == first.to_dict()
+
+
+def test_dynamo_exporter_gives_the_same_costs():
+    spec = resolve("tests.graph.factories:residual")
+    ts = summarize(build_graph(spec, (8, 6, 6), exporter="torchscript"), 2)
+    dy = summarize(build_graph(spec, (8, 6, 6), exporter="dynamo"), 2)
+    assert ts["exporter"] == "torchscript" and dy["exporter"] == "dynamo"
+    assert dy["mat_flops"] == ts["mat_flops"] and dy["params"] == ts["params"]
+
+
+def test_export_is_training_mode_without_parameters():
+    exported = export_model(resolve("tests.graph.factories:tiny_cnn"), (3, 8, 8))
+    model = exported.model
+    assert not model.graph.initializer  # parameters are inputs, not serialised
+    bn = next(n for n in model.graph.node if n.op_type == "BatchNormalization")
+    assert onnx.helper.get_attribute_value(next(a for a in bn.attribute if a.name == "training_mode")) == 1
+    assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"

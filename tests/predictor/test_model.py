@@ -1,0 +1,121 @@
+import numpy as np
+import pytest
+import torch
+from torch_geometric.data import Batch
+
+from gnnperf.errors import GnnperfError
+from gnnperf.predictor.backbones import BACKBONES, build, register_backbone
+from gnnperf.predictor.model import PerfGNN
+from gnnperf.predictor.readout import READOUTS, register_readout
+from gnnperf.predictor.target import from_target, get_loss, mape_loss, to_target
+from tests.predictor import F_AGG, F_EDGE, F_GRAPH, F_HW, F_NODE, make_batch, make_graph, stats_of
+
+DIMS = {"node_dim": F_NODE, "edge_dim": F_EDGE, "graph_dim": F_GRAPH, "hw_dim": F_HW, "agg_dim": F_AGG}
+
+
+def small_model(**kw) -> PerfGNN:
+    torch.manual_seed(0)
+    args = {**DIMS, "hidden": 32, "layers": 2, "dropout": 0.0, **kw}
+    return PerfGNN(**args)
+
+
+def test_registries_reject_duplicates_and_unknown_names():
+    assert {"gine", "gatv2", "transformer"} <= set(BACKBONES)
+    with pytest.raises(ValueError, match="already registered"):
+        register_backbone("gine")(lambda *a: None)
+    with pytest.raises(ValueError, match="already registered"):
+        register_readout("additive")(object)
+    with pytest.raises(GnnperfError, match="did you mean: gine"):
+        build("gin", 32, 2, 0.0)
+    with pytest.raises(GnnperfError, match="multiple of heads"):
+        build("gatv2", 30, 2, 0.0, heads=4)
+
+
+@pytest.mark.parametrize("readout", sorted(READOUTS))
+@pytest.mark.parametrize("backbone", sorted(BACKBONES))
+def test_forward_backward(backbone, readout):
+    batch = make_batch()
+    model = small_model(
+        backbone=backbone, readout=readout, num_devices=2, stats=stats_of(batch.to_data_list())
+    )
+    log_ms, contrib = model(batch)
+    assert log_ms.shape == (3,) and torch.isfinite(log_ms).all()
+    if readout == "additive":
+        assert contrib.shape == (batch.num_nodes,) and (contrib > 0).all()
+    else:
+        assert contrib is None
+    get_loss("huber", delta=0.5)(log_ms, to_target(batch.y)).backward()
+    grads = [p.grad for p in model.backbone.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+    assert any(g.abs().sum() > 0 for g in grads)
+    assert model.node_encoder[0].weight.grad.abs().sum() > 0
+
+
+def test_additive_breakdown_sums_to_total():
+    batch = make_batch()
+    model = small_model(stats=stats_of(batch.to_data_list())).eval()
+    with torch.no_grad():
+        log_ms, contrib = model(batch)
+    parts = model.breakdown(batch)
+    torch.testing.assert_close(parts.node_ms, contrib)
+    per_graph = torch.zeros(3).index_add_(0, batch.batch, parts.node_ms) + parts.overhead_ms
+    torch.testing.assert_close(per_graph, from_target(log_ms), rtol=1e-5, atol=0)
+    torch.testing.assert_close(parts.total_ms, from_target(log_ms), rtol=1e-5, atol=0)
+    with pytest.raises(GnnperfError, match="breakdown"):
+        small_model(readout="pooled").breakdown(batch)
+
+
+def test_hardware_vector_changes_prediction_and_op_costs():
+    model = small_model().eval()
+    # Non-zero FiLM weights (as after training) so the device scales every op, not only the readout's scale.
+    torch.nn.init.normal_(model.conditioning.film.weight, std=0.3)
+    g = torch.Generator().manual_seed(1)
+    fast, slow = torch.randn(F_HW, generator=g), torch.randn(F_HW, generator=g)
+    pair = Batch.from_data_list([make_graph(10, seed=3, hw=fast), make_graph(10, seed=3, hw=slow)])
+    with torch.no_grad():
+        log_ms, contrib = model(pair)
+    assert abs(log_ms[0] - log_ms[1]) > 1e-4
+    share = contrib.view(2, 10) / contrib.view(2, 10).sum(1, keepdim=True)
+    assert not torch.allclose(share[0], share[1], rtol=1e-3)
+
+
+def test_unseen_device_uses_spec_alone():
+    model = small_model(num_devices=2).eval()
+    torch.nn.init.normal_(model.conditioning.device_embedding.weight)
+    hw = torch.randn(F_HW)
+    graphs = [make_graph(8, seed=5, hw=hw, hw_id=i) for i in (0, -1, 7)]
+    spec_only = small_model(num_devices=0).eval()
+    spec_only.load_state_dict({k: v for k, v in model.state_dict().items() if "device_embedding" not in k})
+    with torch.no_grad():
+        log_ms, _ = model(Batch.from_data_list(graphs))
+        no_embedding, _ = spec_only(Batch.from_data_list(graphs))
+    assert torch.isfinite(log_ms).all()
+    assert log_ms[1] == log_ms[2]  # -1 and out-of-range both mean "unseen"
+    assert log_ms[0] != log_ms[1]  # a known device's embedding is used
+    torch.testing.assert_close(log_ms[1], no_embedding[1])  # same weights apart from the embedding
+
+
+def test_target_transform_and_losses():
+    ms = torch.tensor([0.5, 20.0, 4000.0])
+    torch.testing.assert_close(from_target(to_target(ms)), ms)
+    np.testing.assert_allclose(from_target(to_target(np.array([3.0, 7.0]))), [3.0, 7.0])
+    target = to_target(ms)
+    assert mape_loss(target, target) == 0
+    assert torch.isclose(mape_loss(target + np.log(1.1), target), torch.tensor(0.1))
+    far = (target + 50.0).requires_grad_()  # e^50 overflows float32 ratios; the capped loss stays finite
+    loss = mape_loss(far, target)
+    loss.backward()
+    assert torch.isfinite(loss) and torch.isfinite(far.grad).all() and (far.grad > 0).all()
+    assert get_loss("mse")(target + 1, target) == 1
+    with pytest.raises(GnnperfError, match="unknown loss"):
+        get_loss("mae")
+
+
+def test_stats_become_buffers():
+    batch = make_batch()
+    stats = stats_of(batch.to_data_list())
+    model = small_model(stats=stats)
+    torch.testing.assert_close(model.standardize["x"].mean, stats["x"][0])
+    assert "standardize.hw.std" in model.state_dict()
+    with pytest.raises(ValueError, match="shape"):
+        small_model(stats={**stats, "u": (torch.zeros(3), torch.ones(3))})
