@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import sys
+import warnings
 
 from gnnperf.errors import GnnperfError
 
@@ -18,6 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "graph": ("gnnperf.graph.cli", "export a model and print its op table"),
     "hardware": ("gnnperf.hardware.cli", "list, show or probe hardware entries"),
     "zoo": ("gnnperf.zoo.cli", "list model-zoo families and sample configurations"),
+    "predict": ("gnnperf.predictor.cli", "predict a model's iteration time on a device with a trained GNN"),
 }
 
 
@@ -39,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
+    if not args.verbose:  # library deprecation chatter (torch.jit, timm) is not for CLI users
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
     try:
         return int(args._run(args) or 0)
     except GnnperfError as e:

@@ -339,18 +339,32 @@ class PerfDataset(Dataset):
         else:
             self._cache.move_to_end(key)
         if workload not in entry.extras:
-            graph = self.graphs[graph_idx]
-            data = to_data(
-                graph, workload
-            )  # x and edge_attr depend on the batch size only, u on the workload
-            costs, _ = graph_costs(graph, workload.batch_size)
-            agg = torch.from_numpy(aggregate_features(graph, workload, costs)).view(1, -1)
-            entry.extras[workload] = (data.u, agg)
+            base, u, agg = graph_features(self.graphs[graph_idx], workload)
+            entry.extras[workload] = (u, agg)
             if entry.base is None:
-                del data.u
-                entry.base = PerfData.from_dict(data.to_dict())  # same tensors, batching-safe class
+                entry.base = base  # x and edge_attr depend on the batch size only, u and agg on the workload
         u, agg = entry.extras[workload]
         return entry.base, u, agg
+
+
+def graph_features(graph: OpGraph, workload: Workload) -> tuple[PerfData, torch.Tensor, torch.Tensor]:
+    """(graph structure and node/edge features at the workload's batch size, ``u``, ``agg``)."""
+    data = to_data(graph, workload)
+    costs, _ = graph_costs(graph, workload.batch_size)
+    agg = torch.from_numpy(aggregate_features(graph, workload, costs)).view(1, -1)
+    u = data.u
+    del data.u
+    return PerfData.from_dict(data.to_dict()), u, agg
+
+
+def sample_data(graph: OpGraph, workload: Workload, hw: torch.Tensor, hw_id: int) -> PerfData:
+    """One query in the batch format (no target): what :class:`PerfDataset` yields, for prediction."""
+    data, u, agg = graph_features(graph, workload)
+    data.u, data.agg = u, agg
+    data.hw = hw.view(1, -1).float()
+    data.hw_id = torch.tensor([hw_id], dtype=torch.long)
+    data.batch_size = torch.tensor([workload.batch_size], dtype=torch.long)
+    return data
 
 
 class _Moments:

@@ -64,19 +64,8 @@ def check_compatible(hparams: Mapping[str, Any]) -> None:
         raise GnnperfError("incompatible checkpoint: " + "; ".join(diffs))
 
 
-def ape_metrics(pred_ms: Tensor, true_ms: Tensor) -> dict[str, float]:
-    """Absolute-percentage-error summaries in percent: ``mape``, ``median_ape``, ``within_10``, ``within_20``."""
-    ape = ((pred_ms - true_ms).abs() / true_ms * 100.0).double()
-    return {
-        "mape": ape.mean().item(),
-        "median_ape": ape.median().item(),
-        "within_10": (ape <= 10).double().mean().item() * 100.0,
-        "within_20": (ape <= 20).double().mean().item() * 100.0,
-    }
-
-
 class PerfModule(pl.LightningModule):
-    """Trains :class:`PerfGNN`; logs ``train/loss``, ``{val,test}/{loss,mape,median_ape,within_10,within_20}``.
+    """Trains :class:`PerfGNN`; logs ``train/loss`` and ``{val,test}/loss`` plus ``gnnperf.eval.metrics.METRICS``.
 
     Args:
         hidden, layers, backbone, readout, dropout, use_agg, op_embedding_dim, heads, bidirectional,
@@ -186,17 +175,18 @@ class PerfModule(pl.LightningModule):
 
     def _epoch_end(self, stage: str) -> None:
         """Metrics over the whole epoch's predictions (a mean of per-batch MAPEs would weight batches, not samples)."""
+        from gnnperf.eval.metrics import regression_metrics
+
         outputs, self._outputs[stage] = self._outputs[stage], []
         if not outputs:
             return
         pred = torch.cat([p for p, _ in outputs]).float()
         target = torch.cat([t for _, t in outputs]).float()
-        metrics = {
-            "loss": self.loss_fn(pred, target).item(),
-            **ape_metrics(from_target(pred), from_target(target)),
-        }
+        metrics = regression_metrics(from_target(pred).cpu().numpy(), from_target(target).cpu().numpy())
+        metrics["loss"] = self.loss_fn(pred, target).item()
         for key, value in metrics.items():
-            self.log(f"{stage}/{key}", value, prog_bar=key == "mape")
+            if key != "n":
+                self.log(f"{stage}/{key}", float(value), prog_bar=key == "mape")
 
     def on_validation_epoch_end(self) -> None:
         self._epoch_end("val")

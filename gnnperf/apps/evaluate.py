@@ -1,0 +1,55 @@
+"""``gnnperf-eval``: a trained predictor on a split's test part, beside the baselines fitted on its train part."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig
+
+from gnnperf.apps import CONF_DIR
+from gnnperf.errors import GnnperfError
+
+
+def evaluate(cfg: DictConfig) -> dict[str, Any]:
+    """Returns ``{"<predictor>/<metric>": value}`` for the GNN (``gnn``) and every baseline."""
+    import pytorch_lightning as pl
+    import torch
+    from hydra.utils import instantiate
+
+    from gnnperf.eval.compare import compare
+    from gnnperf.eval.tables import print_table
+    from gnnperf.predictor.module import PerfModule
+
+    pl.seed_everything(int(cfg.seed))
+    module = PerfModule.load(cfg.checkpoint)
+    dm = instantiate(cfg.data)
+    dm.setup()
+    if len(dm.split["test"]) == 0:
+        raise GnnperfError(f"the test part of split '{cfg.split.name}' is empty")
+    trainer = instantiate(cfg.trainer, logger=False, callbacks=[])
+    pred = torch.cat(trainer.predict(module, datamodule=dm)).numpy()
+    result = compare(dm, pred, list(cfg.baselines or []), out_dir=cfg.out_dir, plots=bool(cfg.plots))
+    print_table(
+        result["table"],
+        title=f"{Path(cfg.checkpoint).name} on split {cfg.split.name} (fold {cfg.split.fold})",
+    )
+    metrics = {f"{name}/{k}": float(v) for name, row in result["table"].iterrows() for k, v in row.items()}
+    (Path(cfg.out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="eval")
+def main(cfg: DictConfig) -> None:
+    try:
+        evaluate(cfg)
+    except GnnperfError as e:
+        print(f"gnnperf-eval: error: {e}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

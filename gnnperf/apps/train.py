@@ -1,0 +1,92 @@
+"""``gnnperf-train``: fit the GNN, test it beside the baselines, save a self-describing predictor checkpoint."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import hydra
+from omegaconf import DictConfig, OmegaConf
+
+from gnnperf.apps import CONF_DIR
+from gnnperf.errors import GnnperfError
+
+log = logging.getLogger("gnnperf.train")
+
+
+def train(cfg: DictConfig) -> dict[str, Any]:
+    """Fit, test and compare; returns the flat metrics (``val/mape``, ``test/mape``, ``baseline/<name>/mape``...)."""
+    import numpy as np
+    import pytorch_lightning as pl
+    import torch
+    from hydra.utils import instantiate
+
+    from gnnperf.eval.compare import compare
+    from gnnperf.eval.tables import print_table
+    from gnnperf.predict import save_predictor
+
+    pl.seed_everything(int(cfg.seed), workers=True)
+    torch.set_num_threads(int(cfg.get("threads", 1) or 1))
+    dm = instantiate(cfg.data)
+    dm.setup()
+    for part in ("train", "val", "test"):
+        if len(dm.split[part]) == 0:
+            raise GnnperfError(f"the {part} part of split '{cfg.split.name}' is empty")
+    model = instantiate(cfg.model, stats=dm.stats, devices=list(dm.dataset.devices))
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
+    logger = instantiate(cfg.logger) if cfg.get("logger") else False
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
+    trainer.fit(model, datamodule=dm)
+
+    best = getattr(trainer.checkpoint_callback, "best_model_path", "") if trainer.checkpoint_callback else ""
+    if best:
+        model = type(model).load(best)
+    val_metrics = {k: float(v) for k, v in trainer.validate(model, datamodule=dm, verbose=False)[0].items()}
+    test_metrics = {k: float(v) for k, v in trainer.test(model, datamodule=dm, verbose=False)[0].items()}
+
+    val_pred = torch.cat(trainer.predict(model, dataloaders=dm._loader("val", shuffle=False))).numpy()
+    val_true = dm.dataset.samples["iteration_time_ms"].to_numpy()[dm.split["val"]]
+    test_pred = torch.cat(trainer.predict(model, datamodule=dm)).numpy()
+    out_dir = Path(cfg.checkpoint_out).parent
+    result = compare(dm, test_pred, list(cfg.baselines or []), out_dir=out_dir, plots=bool(cfg.plots))
+    print_table(result["table"], title=f"test part of split {cfg.split.name} (fold {cfg.split.fold})")
+
+    log_ratio = np.log(val_true) - np.log(val_pred)  # split-conformal: val residuals give the interval
+    alpha = (1.0 - float(cfg.interval)) / 2
+    interval = [float(np.quantile(log_ratio, alpha)), float(np.quantile(log_ratio, 1 - alpha))]
+    save_predictor(
+        model,
+        cfg.checkpoint_out,
+        interval_log_ratio=interval,
+        interval_coverage=float(cfg.interval),
+        trained_on={
+            "stores": list(cfg.data.stores),
+            "split": OmegaConf.to_container(cfg.split),
+            "seed": int(cfg.seed),
+        },
+        metrics={**val_metrics, **test_metrics},
+    )
+    metrics = {**val_metrics, **test_metrics}
+    for name, row in result["table"].iterrows():
+        if name != "gnn":
+            metrics.update({f"baseline/{name}/{k}": float(v) for k, v in row.items()})
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    log.info("predictor checkpoint: %s", cfg.checkpoint_out)
+    return metrics
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
+def main(cfg: DictConfig) -> float | None:
+    try:
+        metrics = train(cfg)
+    except GnnperfError as e:
+        print(f"gnnperf-train: error: {e}", file=sys.stderr)
+        sys.exit(2)
+    return metrics.get(cfg.optimized_metric)
+
+
+if __name__ == "__main__":
+    main()

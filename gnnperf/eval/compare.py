@@ -1,0 +1,75 @@
+"""The GNN beside every baseline on the same split: fit baselines on train, score all on test, write tables."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+log = logging.getLogger(__name__)
+
+
+def baseline_data(dm, part: str):
+    """The :class:`BaselineData` of one part of a set-up :class:`PerfDataModule`, in split order."""
+    from torch_geometric.loader import DataLoader
+
+    from gnnperf.baselines.registry import BaselineData
+
+    loader = DataLoader(dm.part(part), batch_size=128, shuffle=False)
+    return BaselineData.from_batches(loader, dm.dataset.hardware_specs)
+
+
+def compare(
+    dm,
+    gnn_pred_ms: np.ndarray | None,
+    baselines: Sequence[str],
+    out_dir: str | Path | None = None,
+    plots: bool = True,
+    gnn_name: str = "gnn",
+) -> dict[str, Any]:
+    """Score the GNN's test predictions and each baseline's on the test part of ``dm``.
+
+    Returns ``{"table": DataFrame (rows predictors), "per_family": ..., "per_device": ..., "frames": {...}}``
+    and, with ``out_dir``, writes ``comparison.md``, ``comparison.json``, per-family/per-device CSVs and plots.
+    """
+    from gnnperf.baselines.registry import get_baseline
+    from gnnperf.eval.metrics import grouped_metrics
+    from gnnperf.eval.tables import comparison_table, stack_predictions, to_markdown
+
+    test = baseline_data(dm, "test")
+    frames: dict[str, pd.DataFrame] = {}
+    if gnn_pred_ms is not None:
+        frames[gnn_name] = test.prediction_frame(np.asarray(gnn_pred_ms, dtype=np.float64))
+    if baselines:
+        train = baseline_data(dm, "train")
+        for name in baselines:
+            model = get_baseline(name)().fit(train)
+            frames[name] = test.prediction_frame(model.predict(test))
+    table = comparison_table(frames)
+    long = stack_predictions(frames)
+    per_family = grouped_metrics(long, ["predictor", "family"])
+    per_device = grouped_metrics(long, ["predictor", "hardware"])
+    result = {"table": table, "per_family": per_family, "per_device": per_device, "frames": frames}
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "comparison.md").write_text(to_markdown(table) + "\n")
+        (out / "comparison.json").write_text(json.dumps(_records(table), indent=1))
+        per_family.to_csv(out / "per_family.csv")
+        per_device.to_csv(out / "per_device.csv")
+        long.to_csv(out / "predictions.csv", index=False)
+        if plots:
+            from gnnperf.eval.plots import plot_error_cdf, plot_pred_vs_true
+
+            plot_pred_vs_true(frames, out / "pred_vs_true.png")
+            plot_error_cdf(frames, out / "error_cdf.png")
+    return result
+
+
+def _records(table: pd.DataFrame) -> dict[str, Mapping[str, float]]:
+    return {str(k): {c: float(v) for c, v in row.items()} for k, row in table.iterrows()}

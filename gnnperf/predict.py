@@ -1,0 +1,151 @@
+"""The ``Predictor`` API: a trained checkpoint -> iteration-time predictions for unseen models and devices.
+
+A predictor checkpoint is a Lightning checkpoint of :class:`~gnnperf.predictor.module.PerfModule` (its
+hyper-parameters hold the feature lists, ``FEATURE_VERSION``, the hardware table version and the device list;
+its state holds the train-split normalisation statistics) plus a ``gnnperf`` entry written by
+:func:`save_predictor`: the split-conformal interval (quantiles of log(measured / predicted) on the validation
+part), what it was trained on, and its metrics. Nothing else is needed to predict.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
+
+
+def save_predictor(module, path: str | Path, **extra: Any) -> Path:
+    """Write a predictor checkpoint: the module's Lightning checkpoint dict plus ``extra`` under ``gnnperf``."""
+    import pytorch_lightning as pl
+    import torch
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ckpt = {
+        "state_dict": module.state_dict(),
+        "hyper_parameters": dict(module.hparams),
+        "pytorch-lightning_version": pl.__version__,
+        "gnnperf": dict(extra),
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(ckpt, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+@dataclass(frozen=True)
+class Query:
+    """One prediction request (GUIDE "Model reference" and workload fields)."""
+
+    model: str
+    hardware: str
+    batch_size: int
+    input_shape: tuple[int, ...] | None = None
+    precision: str = "fp32"
+    mode: str = "train"
+    optimizer: str | None = None
+    timed: str | None = None
+    memory_format: str = "contiguous"
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Predictor:
+    """Predicts iteration times with a trained GNN; build it with :meth:`from_checkpoint`."""
+
+    def __init__(self, module, info: Mapping[str, Any], path: Path) -> None:
+        self.module = module
+        self.info = dict(info)
+        self.path = path
+
+    @classmethod
+    def from_checkpoint(cls, path: str | Path | None = None) -> Predictor:
+        """Load a predictor; ``None`` takes ``$GNNPERF_CHECKPOINT``. Mismatches raise :class:`GnnperfError`."""
+        import torch
+
+        from gnnperf.errors import GnnperfError
+        from gnnperf.predictor.module import PerfModule
+
+        path = path or os.environ.get(DEFAULT_CHECKPOINT_ENV)
+        if not path:
+            raise GnnperfError(
+                f"no checkpoint: pass --checkpoint PATH or set {DEFAULT_CHECKPOINT_ENV} (train one with gnnperf-train)"
+            )
+        path = Path(path)
+        if not path.is_file():
+            raise GnnperfError(f"checkpoint not found: {path}")
+        try:
+            info = torch.load(path, map_location="cpu", weights_only=True).get("gnnperf", {})
+        except Exception as e:
+            raise GnnperfError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from None
+        return cls(PerfModule.load(path), info, path)
+
+    @property
+    def devices(self) -> list[str]:
+        """Devices seen in training; any other table entry or spec file is predicted from its specs."""
+        return list(self.module.hparams.devices)
+
+    def predict(
+        self, queries: Query | Iterable[Query], breakdown: int = 0, hardware_file: str | None = None
+    ) -> list[dict]:
+        """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops."""
+        import torch
+        from torch_geometric.data import Batch
+
+        from gnnperf.data.dataset import sample_data
+        from gnnperf.graph.build import GraphCache, build_graph
+        from gnnperf.hardware.table import get_spec
+        from gnnperf.hardware.vector import hardware_vector
+        from gnnperf.measure.workload import Workload
+
+        queries = [queries] if isinstance(queries, Query) else list(queries)
+        items, graphs = [], []
+        for q in queries:
+            spec = get_spec(q.hardware, hardware_file)
+            graph = build_graph(q.model, q.input_shape, cache=GraphCache())
+            workload = Workload(
+                batch_size=q.batch_size,
+                input_shape=tuple(graph.input_shape),
+                mode=q.mode,
+                precision=q.precision,
+                optimizer=q.optimizer,
+                timed=q.timed,
+                memory_format=q.memory_format,
+            )
+            hw = torch.from_numpy(hardware_vector(spec))
+            items.append(sample_data(graph, workload, hw, self.module.device_index(spec.name)))
+            graphs.append((graph, spec, workload))
+        batch = Batch.from_data_list(items)
+        with torch.inference_mode():
+            log_ms, node_ms = self.module.model(batch)
+        lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
+        out = []
+        for i, (graph, spec, workload) in enumerate(graphs):
+            ms = float(torch.exp(log_ms[i]))
+            row = {
+                "model": graph.model_ref,
+                "hardware": spec.name,
+                "hardware_seen_in_training": spec.name in self.devices,
+                "batch_size": workload.batch_size,
+                "input_shape": list(graph.input_shape),
+                "precision": workload.precision,
+                "mode": workload.mode,
+                "timed": workload.timed_label,
+                "iteration_time_ms": ms,
+                "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
+                "interval_coverage": self.info.get("interval_coverage"),
+                "checkpoint": str(self.path),
+            }
+            if breakdown and node_ms is not None:
+                mine = node_ms[batch.batch == i]
+                top = torch.argsort(mine, descending=True)[:breakdown]
+                row["breakdown"] = [
+                    {"op": graph.nodes[j].op_type, "name": graph.nodes[j].name, "ms": float(mine[j])}
+                    for j in top.tolist()
+                ]
+            out.append(row)
+        return out

@@ -1,0 +1,77 @@
+"""``gnnperf predict MODEL --hardware NAME --batch-size N``: a trained GNN's prediction for a model."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "model",
+        help="model reference (timm:NAME, torchvision:NAME, hf:config.json, zoo:..., .onnx, pkg.mod:fn)",
+    )
+    parser.add_argument(
+        "--hardware", required=True, help="hardware table name or alias (see `gnnperf hardware list`)"
+    )
+    parser.add_argument("--hardware-file", help="extra hardware spec file (CSV/YAML/JSON)")
+    parser.add_argument("--batch-size", type=int, required=True)
+    shape = parser.add_mutually_exclusive_group()
+    shape.add_argument("--input-shape", help="per-sample input shape, e.g. 3,224,224")
+    shape.add_argument("--seq-len", type=int, help="sequence length for token models")
+    parser.add_argument(
+        "--precision",
+        default="fp32",
+        choices=["fp32", "tf32", "amp_fp16", "amp_bf16", "fp16", "bf16", "fp64"],
+    )
+    parser.add_argument("--mode", default="train", choices=["train", "infer"])
+    parser.add_argument(
+        "--timed", choices=["fwd+bwd+opt", "fwd+bwd", "fwd"], help="what the time covers (default by mode)"
+    )
+    parser.add_argument("--optimizer", choices=["sgd", "adam", "adamw", "none"])
+    parser.add_argument("--checkpoint", help="predictor checkpoint (default: $GNNPERF_CHECKPOINT)")
+    parser.add_argument(
+        "--breakdown",
+        type=int,
+        nargs="?",
+        const=10,
+        default=0,
+        help="list the N ops with the most predicted time",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+
+
+def run(args: argparse.Namespace) -> int:
+    from gnnperf.errors import GnnperfError
+    from gnnperf.predict import Predictor, Query
+    from gnnperf.zoo.resolve import parse_input_shape
+
+    if args.batch_size < 1:
+        raise GnnperfError(f"--batch-size must be at least 1, got {args.batch_size}")
+    shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
+    predictor = Predictor.from_checkpoint(args.checkpoint)
+    query = Query(
+        model=args.model,
+        hardware=args.hardware,
+        batch_size=args.batch_size,
+        input_shape=shape,
+        precision=args.precision,
+        mode=args.mode,
+        optimizer=args.optimizer,
+        timed=args.timed,
+    )
+    (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
+    if args.json:
+        print(json.dumps(row))
+        return 0
+    lo, hi = row["interval_ms"]
+    seen = "seen in training" if row["hardware_seen_in_training"] else "predicted from its specs"
+    print(
+        f"{row['model']} on {row['hardware']} ({seen}), batch {row['batch_size']}, {row['precision']}, {row['timed']}"
+    )
+    print(
+        f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval {lo:.2f} .. {hi:.2f} ms)"
+    )
+    for op in row.get("breakdown", []):
+        print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
+    return 0
