@@ -1,0 +1,193 @@
+"""gnnperf-train / gnnperf-eval / gnnperf predict end to end on a tiny handmade store (no timings asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from gnnperf.apps import CONF_DIR
+from gnnperf.apps.evaluate import evaluate
+from gnnperf.apps.train import train
+from gnnperf.data.store import SampleStore
+from gnnperf.errors import GnnperfError
+from gnnperf.predict import Predictor, Query
+from gnnperf.zoo.resolve import resolve
+
+ROOT = Path(CONF_DIR).parent
+REFS = [
+    ("zoo:mlp?depth=2&width=32&in_features=16", 1.0),
+    ("zoo:mlp?depth=3&width=64&in_features=16", 2.0),
+    ("zoo:resnet?depths=1,1&width=8&image_size=32&stem=cifar&num_classes=10", 4.0),
+    ("zoo:resnet?depths=2,2&width=16&image_size=32&stem=cifar&num_classes=10", 9.0),
+    ("zoo:vgg?depths=1,1&width=8&image_size=32&fc_width=16&num_classes=10", 3.0),
+    ("zoo:vgg?depths=1,2&width=16&image_size=32&fc_width=16&num_classes=10", 6.0),
+]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("store")
+    rows = []
+    for ref, scale in REFS:
+        spec = resolve(ref)
+        for batch in (2, 4, 8):
+            for device, speed in (("rtx-3090", 1.0), ("a100-sxm4-40gb", 0.6)):
+                rows.append(
+                    {
+                        "model_ref": spec.ref,
+                        "family": spec.family,
+                        "input_shape": ",".join(map(str, spec.input_shape(None))),
+                        "batch_size": batch,
+                        "mode": "train",
+                        "precision": "fp32",
+                        "optimizer": "sgd",
+                        "timed": "fwd+bwd+opt",
+                        "memory_format": "contiguous",
+                        "num_devices": 1,
+                        "hardware": device,
+                        "software": "torch=test",
+                        "iteration_time_ms": scale * speed * (1 + batch / 4),
+                        "status": "ok",
+                    }
+                )
+    SampleStore(root).write_shard(rows)
+    return root
+
+
+def cfg(name: str, store: Path, tmp: Path, *overrides: str):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="test"):
+        return compose(
+            config_name=name,
+            overrides=[
+                f"data.stores=[{store}]",
+                f"data.root={tmp}/processed",
+                f"data.graph_cache={tmp}/graphs",
+                "data.batch_size=8",
+                "trainer.max_epochs=2",
+                *overrides,
+            ],
+            return_hydra_config=True,
+        )
+
+
+def _resolve_hydra_paths(c, out: Path):
+    # outside @hydra.main there is no runtime output dir: point every ${hydra:runtime.output_dir} at tmp
+    from omegaconf import open_dict
+
+    with open_dict(c):
+        c.hydra.runtime.output_dir = str(out)
+    from hydra.core.hydra_config import HydraConfig
+
+    HydraConfig.instance().set_config(c)
+    return c
+
+
+@pytest.fixture(scope="module")
+def trained(store, tmp_path_factory) -> tuple[Path, dict]:
+    tmp = tmp_path_factory.mktemp("train")
+    c = _resolve_hydra_paths(
+        cfg(
+            "train",
+            store,
+            tmp,
+            "experiment=quick",
+            "trainer.max_epochs=2",
+            "split=holdout_model",
+            "baselines=[flops,gbm]",
+        ),
+        tmp / "out",
+    )
+    metrics = train(c)
+    return tmp / "out" / "predictor.ckpt", metrics
+
+
+def test_train_returns_metrics_and_writes_a_predictor(trained):
+    ckpt, metrics = trained
+    assert ckpt.is_file()
+    for key in ("val/mape", "test/mape", "test/spearman", "baseline/flops/mape", "baseline/gbm/mape"):
+        assert key in metrics and metrics[key] == metrics[key]  # present and not NaN
+    comparison = json.loads((ckpt.parent / "comparison.json").read_text())
+    assert set(comparison) == {"gnn", "flops", "gbm"}
+
+
+def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    assert set(predictor.devices) == {"rtx-3090", "a100-sxm4-40gb"}
+    rows = predictor.predict(
+        [
+            Query("zoo:resnet?depths=1,2&width=12&image_size=32&stem=cifar&num_classes=10", "rtx-3090", 16),
+            Query("zoo:mlp?depth=4&width=48&in_features=16", "h100-sxm", 4),  # a device only in the table
+        ],
+        breakdown=3,
+    )
+    assert [r["hardware_seen_in_training"] for r in rows] == [True, False]
+    for r in rows:
+        lo, hi = r["interval_ms"]
+        assert r["iteration_time_ms"] > 0 and lo <= r["iteration_time_ms"] <= hi
+        assert len(r["breakdown"]) == 3
+
+
+def test_predict_cli_json_and_errors(trained):
+    ckpt = str(trained[0])
+    run = [sys.executable, "-m", "gnnperf.cli", "predict", "zoo:mlp?depth=2&width=32&in_features=16"]
+    ok = subprocess.run(
+        [*run, "--hardware", "t4", "--batch-size", "8", "--checkpoint", ckpt, "--json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert ok.returncode == 0, ok.stderr
+    row = json.loads(ok.stdout)
+    assert {"model", "hardware", "batch_size", "iteration_time_ms", "interval_ms"} <= set(row)
+    for bad in (
+        ["--hardware", "nosuchgpu", "--checkpoint", ckpt],
+        ["--hardware", "t4", "--checkpoint", "/no/such.ckpt"],
+    ):
+        res = subprocess.run([*run, "--batch-size", "8", *bad], capture_output=True, text=True, cwd=ROOT)
+        assert (
+            res.returncode == 2
+            and "Traceback" not in res.stderr
+            and len(res.stderr.strip().splitlines()) == 1
+        )
+
+
+def test_mismatched_checkpoint_is_refused(trained, tmp_path):
+    import torch
+
+    ckpt = torch.load(trained[0], weights_only=True)
+    ckpt["hyper_parameters"]["feature_version"] = 999
+    bad = tmp_path / "bad.ckpt"
+    torch.save(ckpt, bad)
+    with pytest.raises(GnnperfError, match="FEATURE_VERSION"):
+        Predictor.from_checkpoint(bad)
+
+
+def test_evaluate_scores_the_checkpoint_beside_baselines(trained, store, tmp_path):
+    c = _resolve_hydra_paths(
+        cfg(
+            "eval",
+            store,
+            tmp_path,
+            f"checkpoint={trained[0]}",
+            "split=holdout_model",
+            "baselines=[flops]",
+            "plots=false",
+        ),
+        tmp_path / "out",
+    )
+    metrics = evaluate(c)
+    assert "gnn/mape" in metrics and "flops/mape" in metrics
+
+
+def test_empty_split_is_a_user_error(store, tmp_path):
+    c = _resolve_hydra_paths(
+        cfg("train", store, tmp_path, "experiment=quick", "split=holdout_hardware", "split.fold=5"),
+        tmp_path / "o",
+    )
+    with pytest.raises(GnnperfError):
+        train(c)
