@@ -1,0 +1,142 @@
+"""``gnnperf data summary STORE``: what a sample store holds (the numbers behind a data card).
+
+``gnnperf data import SOURCE PATH [--out STORE] [--limit N] [--json]``: read a public benchmark table with a
+source adapter (:mod:`gnnperf.data.sources`) and print the import report; with ``--out`` the samples (and
+the hardware records they need) go into a sample store. Rerunning adds nothing: rows whose ``sample_id`` is
+already stored are not written again.
+
+Examples::
+
+    gnnperf data import timm-benchmark ../shared/external/timm --out datasets/public --limit 100
+    gnnperf data import pytorch-gpu-benchmark ../shared/external/ryujaehun-pytorch-gpu-benchmark --json
+    gnnperf data import neusight ../shared/external/neusight --out datasets/public
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+# Listed here so building the parser imports no adapter; a test checks it against the registry.
+SOURCE_NAMES = ("timm-benchmark", "pytorch-gpu-benchmark", "neusight")
+MAX_PROBLEM_LINES = 20
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    sub = parser.add_subparsers(dest="action", required=True)
+    s = sub.add_parser("summary", help="counts per family and hardware, status, noise (CV) and time ranges")
+    s.add_argument("store", help="sample store directory")
+    s.add_argument("--json", action="store_true")
+    imp = sub.add_parser("import", help="import a public benchmark table into a sample store")
+    imp.add_argument("source", help=f"source adapter: {', '.join(SOURCE_NAMES)}")
+    imp.add_argument("path", help="the table's folder (or one file of it)")
+    imp.add_argument("--out", metavar="STORE", help="sample store to write to (default: only report)")
+    imp.add_argument("--limit", type=int, metavar="N", help="import at most N samples")
+    imp.add_argument("--json", action="store_true", help="print the report as JSON")
+
+
+def import_source(source: str, path: str, out: str | None = None, limit: int | None = None) -> dict[str, Any]:
+    """Read ``path`` with the adapter ``source``; with ``out``, store the new samples and hardware records.
+
+    Returns the import report as a dict plus ``written`` (new samples stored), ``already_stored`` and
+    ``hardware_records`` (record files written or kept).
+    """
+    from gnnperf.data.sources import get_source
+
+    adapter = get_source(source)
+    rows, report = adapter.read(path, limit=limit)
+    result: dict[str, Any] = report.to_dict()
+    result.update(written=0, already_stored=0, hardware_records=[])
+    if out is None:
+        return result
+    from gnnperf.apps.generate import save_hardware_record
+    from gnnperf.data.store import SampleStore
+
+    store = SampleStore(out)
+    have = store.existing_ids()
+    new = [r for r in rows if r["sample_id"] not in have]
+    if new:
+        store.write_shard(new)
+    used = {r["hardware"] for r in rows}
+    records = [save_hardware_record(store.root, spec) for spec in adapter.hardware() if spec.name in used]
+    result.update(
+        written=len(new), already_stored=len(rows) - len(new), hardware_records=[str(p) for p in records]
+    )
+    return result
+
+
+def _print_import(result: dict[str, Any]) -> None:
+    problems = result["problems"]
+    hardware = ", ".join(f"{k} {v}" for k, v in result["hardware"].items()) or "-"
+    limit = " (stopped at --limit)" if result["limit_reached"] else ""
+    print(
+        f"{result['source']}: {result['samples']} samples from {result['rows']} rows in {result['files']} files "
+        f"({result['files_skipped']} skipped), {len(problems)} problems{limit}"
+    )
+    print(f"hardware: {hardware}")
+    if result["written"] or result["already_stored"]:
+        print(f"stored: {result['written']} new, {result['already_stored']} already in the store")
+    for line in problems[:MAX_PROBLEM_LINES]:
+        print(f"  {line}")
+    if len(problems) > MAX_PROBLEM_LINES:
+        print(f"  ... {len(problems) - MAX_PROBLEM_LINES} more (--json lists all)")
+
+
+def summary(store: str) -> dict:
+    from gnnperf.data.store import SampleStore
+
+    df = SampleStore(store, readonly=True).read()
+    ok = df[df["status"] == "ok"]
+    cv = ok["time_cv"].astype(float)
+    return {
+        "samples": len(df),
+        "status": df["status"].value_counts().to_dict(),
+        "models": int(ok["model_ref"].nunique()),
+        "families": int(ok["family"].nunique()),
+        "hardware": ok["hardware"].value_counts().to_dict(),
+        "batch_sizes": sorted(int(b) for b in ok["batch_size"].unique()),
+        "software": sorted(ok["software"].unique().tolist()),
+        "per_family_hardware": ok.groupby(["family", "hardware"])
+        .size()
+        .unstack(fill_value=0)
+        .to_dict(orient="index"),
+        "time_cv_quantiles": {q: float(cv.quantile(q)) for q in (0.1, 0.5, 0.9, 0.99)},
+        "time_cv_per_hardware_median": ok.groupby("hardware")["time_cv"].median().to_dict(),
+        "iteration_time_ms_range": [
+            float(ok["iteration_time_ms"].min()),
+            float(ok["iteration_time_ms"].max()),
+        ],
+        "iteration_time_ms_median": float(ok["iteration_time_ms"].median()),
+        "n_iters_median": float(ok["n_iters"].median()),
+    }
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.action == "import":
+        result = import_source(args.source, args.path, args.out, args.limit)
+        if args.json:
+            print(json.dumps(result, indent=1))
+        else:
+            _print_import(result)
+        return 0
+    s = summary(args.store)
+    if args.json:
+        print(json.dumps(s, indent=1))
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"{s['samples']} samples {s['status']}; {s['models']} models in {s['families']} families")
+    table = Table("family", *s["hardware"].keys())
+    for family, row in s["per_family_hardware"].items():
+        table.add_row(family, *(str(row.get(h, 0)) for h in s["hardware"]))
+    console.print(table)
+    q = s["time_cv_quantiles"]
+    console.print(f"time CV p10 {q[0.1]:.3f}  median {q[0.5]:.3f}  p90 {q[0.9]:.3f}  p99 {q[0.99]:.3f}")
+    lo, hi = s["iteration_time_ms_range"]
+    console.print(
+        f"iteration time {lo:.2f} .. {hi:.1f} ms (median {s['iteration_time_ms_median']:.1f}); software {s['software']}"
+    )
+    return 0

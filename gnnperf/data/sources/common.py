@@ -1,0 +1,205 @@
+"""Helpers shared by the public-table adapters: the import report, file discovery, CSV rows, spreads.
+
+Every adapter reads what it can and reports what it cannot: a problem is one line ``file:row: reason``
+(``file: reason`` where no row applies), and the rest of the table is still imported.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from gnnperf.errors import GnnperfError
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something in a table that was not imported, and why."""
+
+    file: str
+    row: int | None
+    reason: str
+
+    def __str__(self) -> str:
+        return (
+            f"{self.file}:{self.row}: {self.reason}"
+            if self.row is not None
+            else f"{self.file}: {self.reason}"
+        )
+
+
+@dataclass
+class ImportReport:
+    """Counts and problems of one import.
+
+    Attributes:
+        source: the adapter's name (the samples' ``source`` column).
+        files: table files read (skipped ones included).
+        files_skipped: files not imported at all (unparseable name, unknown column layout, unreadable).
+        rows: table rows (CSV data rows, JSON files) looked at.
+        samples: samples produced.
+        problems: everything not imported, one :class:`Problem` each.
+        hardware: samples per hardware name.
+        limit_reached: the import stopped early at the caller's limit.
+    """
+
+    source: str
+    files: int = 0
+    files_skipped: int = 0
+    rows: int = 0
+    samples: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    hardware: Counter = field(default_factory=Counter)
+    limit_reached: bool = False
+
+    def problem(self, file: str, row: int | None, reason: str) -> None:
+        self.problems.append(Problem(file, row, reason))
+
+    def skip_file(self, file: str, reason: str, row: int | None = None) -> None:
+        self.files_skipped += 1
+        self.problem(file, row, reason)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "files": self.files,
+            "files_skipped": self.files_skipped,
+            "rows": self.rows,
+            "samples": self.samples,
+            "hardware": dict(sorted(self.hardware.items())),
+            "limit_reached": self.limit_reached,
+            "problems": [str(p) for p in self.problems],
+        }
+
+    def summary(self) -> str:
+        """One line of counts."""
+        hw = ", ".join(f"{k} {v}" for k, v in sorted(self.hardware.items()))
+        limit = " (stopped at --limit)" if self.limit_reached else ""
+        return (
+            f"{self.source}: {self.samples} samples from {self.rows} rows in {self.files} files "
+            f"({self.files_skipped} skipped), {len(self.problems)} problems{limit}; hardware: {hw or '-'}"
+        )
+
+
+class Collector:
+    """Gathers an adapter's samples: keeps sample ids unique and stops at ``limit``.
+
+    Two rows with the same identity fields would be one sample in the store, the second silently dropped;
+    here the second is reported (with the first one's ``source_ref``) instead.
+    """
+
+    def __init__(self, report: ImportReport, limit: int | None = None) -> None:
+        if limit is not None and limit < 1:
+            raise GnnperfError(f"bad limit {limit}: expected a positive number of samples")
+        self.report = report
+        self.limit = limit
+        self.rows: list[dict[str, Any]] = []
+        self._refs: dict[str, str] = {}
+
+    @property
+    def full(self) -> bool:
+        return self.limit is not None and len(self.rows) >= self.limit
+
+    def add(self, row: dict[str, Any], file: str, row_no: int | None) -> None:
+        """Add a sample made by :func:`~gnnperf.data.schema.make_sample`, or report its duplicate."""
+        first = self._refs.get(row["sample_id"])
+        if first is not None:
+            self.report.problem(file, row_no, f"same identity fields as {first}; not imported twice")
+            return
+        self._refs[row["sample_id"]] = row["source_ref"]
+        self.rows.append(row)
+        self.report.samples += 1
+        self.report.hardware[row["hardware"]] += 1
+        if self.full:
+            self.report.limit_reached = True
+
+
+def existing_path(path: str | Path, what: str) -> Path:
+    """``path`` as a Path; a missing one is a user error."""
+    p = Path(path)
+    if not p.exists():
+        raise GnnperfError(f"{what} path {path} does not exist")
+    return p
+
+
+def table_files(path: Path, pattern: str) -> list[Path]:
+    """``path`` itself if it is a file, else the files under it matching ``pattern``, sorted."""
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob(pattern) if p.is_file())
+
+
+def ref_name(file: Path, parts: int) -> str:
+    """The last ``parts`` components of ``file`` joined by ``/``: a ``source_ref`` that does not depend on
+    which folder level the user pointed at (``head/benchmark-...csv``)."""
+    return "/".join(file.parts[-parts:])
+
+
+def csv_rows(
+    file: Path, ref: str, report: ImportReport
+) -> tuple[list[str], Iterator[tuple[int, list[str]]]] | None:
+    """The header and ``(row number, cells)`` of the data rows (row 1 = first line after the header).
+
+    Rows with a different number of cells than the header (a file cut mid-row, a stray comma) are reported
+    and left out. An unreadable or empty file is reported as skipped and gives ``None``.
+    """
+    try:
+        text = file.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        report.skip_file(ref, f"cannot read: {e}")
+        return None
+    lines = list(csv.reader(text.splitlines()))
+    if not lines or not any(c.strip() for c in lines[0]):
+        report.skip_file(ref, "empty file or no header")
+        return None
+    header = [c.strip() for c in lines[0]]
+
+    def rows() -> Iterator[tuple[int, list[str]]]:
+        for i, cells in enumerate(lines[1:], start=1):
+            if not cells or not any(c.strip() for c in cells):
+                continue  # blank line
+            report.rows += 1
+            if len(cells) != len(header):
+                report.problem(
+                    ref, i, f"{len(cells)} cells for {len(header)} columns (truncated or malformed row)"
+                )
+                continue
+            yield i, [c.strip() for c in cells]
+
+    return header, rows()
+
+
+def positive_number(text: str | float) -> float | None:
+    """``text`` (or a number) as a positive finite float, else None."""
+    try:
+        x = float(text)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) and x > 0 else None
+
+
+def positive_int(text: str) -> int | None:
+    """``"512"`` or ``"512.0"`` -> 512; anything else (fractions, blanks, <= 0) -> None."""
+    x = positive_number(text)
+    return int(x) if x is not None and x == int(x) else None
+
+
+def spread(times_ms: list[float]) -> dict[str, Any]:
+    """Median, p10, p90, CV and count of per-iteration times, computed as the harness computes them."""
+    import numpy as np
+
+    ms = np.asarray(times_ms, dtype=np.float64)
+    p10, p50, p90 = np.percentile(ms, [10, 50, 90])
+    mean = float(ms.mean())
+    return {
+        "iteration_time_ms": float(p50),
+        "time_p10_ms": float(p10),
+        "time_p90_ms": float(p90),
+        "time_cv": float(ms.std(ddof=1) / mean) if len(ms) > 1 and mean > 0 else 0.0,
+        "n_iters": len(ms),
+    }

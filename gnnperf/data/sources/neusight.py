@@ -1,0 +1,175 @@
+"""NeuSight end-to-end labels (sitar-lab/NeuSight ``scripts/asplos/label``) -> samples.
+
+``label/<DEVICE>/<model>-<train|inf>-<seqlen>-<batch>[-<option>].json`` holds ``e2e_latency`` (ms). What it
+timed (NeuSight ``trace.py::measure_e2e``, PyTorch 2.1.0 + transformers 4.38.1, see ``SOURCE.md``): a
+HuggingFace model from ``data/DLmodel_configs/<model>.json`` with random fp32 weights and TF32 off, fed
+``torch.ones(batch, seqlen)`` token ids; 25 runs, the mean of the fastest 5 (``n_iters=5``, no spread).
+
+- ``train``: forward + ``loss.backward()``, no optimizer step -> ``timed=fwd+bwd``, ``optimizer=none``;
+- ``inf``: forward under ``torch.no_grad()`` -> ``mode=infer``, ``timed=fwd``;
+- ``-fusion``: the model ran through ``torch.compile`` -> ``+compile`` in ``software``;
+- ``-dp4`` / ``-tp4`` / ``-pp4_1``: 4-GPU Megatron-LM runs (data / tensor / pipeline parallel) ->
+  ``num_devices=4``, ``software=torch=2.1.0+megatron+<option>``: a different program and device count, so
+  these never share an id (or a pool) with the single-GPU HuggingFace runs. ``batch_size`` is the batch in the
+  file name, whose split over the 4 GPUs NeuSight does not record.
+
+``model_ref`` is ``hf:<absolute path of the config>`` under the folder the user gave, so the reference builds
+the measured model with :func:`gnnperf.zoo.resolve.resolve`; ``family`` is the config's ``model_type``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from gnnperf.data.schema import make_sample
+from gnnperf.data.sources import register_source
+from gnnperf.data.sources.common import Collector, ImportReport, existing_path, positive_number, ref_name
+from gnnperf.errors import GnnperfError
+from gnnperf.hardware.table import canonical_name
+
+SOURCE = "neusight"
+SOFTWARE = "torch=2.1.0+transformers=4.38.1"
+MEGATRON_SOFTWARE = "torch=2.1.0+megatron"
+N_ITERS = 5  # mean of the fastest 5 of 25 runs
+CONFIG_DIR = ("data", "DLmodel_configs")
+_NAME_RE = re.compile(
+    r"^(?P<model>[A-Za-z0-9_.]+)-(?P<mode>train|inf)-(?P<seq>\d+)-(?P<batch>\d+)(?:-(?P<option>[A-Za-z0-9_]+))?\.json$"
+)
+_PARALLEL_RE = re.compile(r"^(?:dp|tp|pp)(?P<n>\d+)(?:_\d+)?$")
+
+
+def find_root(path: Path) -> Path:
+    """The NeuSight folder (the one holding ``label/``) at or above ``path``."""
+    start = path if path.is_dir() else path.parent
+    for p in (start, *start.parents):
+        if (p / "label").is_dir():
+            return p
+    raise GnnperfError(f"{path} is not inside a NeuSight folder (no label/ directory at or above it)")
+
+
+def parse_label_name(name: str) -> dict[str, Any]:
+    """Model, workload and software fields from a label file name; raises ValueError saying what is wrong."""
+    m = _NAME_RE.match(name)
+    if not m:
+        raise ValueError("file name does not match <model>-<train|inf>-<seqlen>-<batch>[-<option>].json")
+    seq, batch, option = int(m["seq"]), int(m["batch"]), m["option"]
+    if seq < 1 or batch < 1:
+        raise ValueError("sequence length and batch must be positive")
+    train = m["mode"] == "train"
+    software, num_devices = SOFTWARE, 1
+    if option == "fusion":
+        software += "+compile"
+    elif option:
+        parallel = _PARALLEL_RE.match(option)
+        if not parallel:
+            raise ValueError(f"unknown option '{option}' (expected fusion, dpN, tpN or ppN_M)")
+        software, num_devices = f"{MEGATRON_SOFTWARE}+{option}", int(parallel["n"])
+    return {
+        "model": m["model"],
+        "input_shape": str(seq),
+        "batch_size": batch,
+        "mode": "train" if train else "infer",
+        "precision": "fp32",
+        "optimizer": "none",
+        "timed": "fwd+bwd" if train else "fwd",
+        "memory_format": "contiguous",
+        "num_devices": num_devices,
+        "software": software,
+    }
+
+
+@register_source(
+    SOURCE, "NeuSight transformer labels: fwd+bwd / fwd, fp32 (TF32 off), HF configs, several GPUs"
+)
+def read(path: str | Path, limit: int | None = None) -> tuple[list[dict[str, Any]], ImportReport]:
+    """Samples from NeuSight label JSONs under ``path`` (the NeuSight folder, a ``label/<DEVICE>`` folder or
+    one label file)."""
+    given = existing_path(path, "NeuSight")
+    root = find_root(given)
+    config_dir = Path(os.path.abspath(root.joinpath(*CONFIG_DIR)))
+    report = ImportReport(SOURCE)
+    out = Collector(report, limit)
+    label_dir = (root / "label").resolve()
+    base = root / "label" if given.is_dir() and given.resolve() == root.resolve() else given
+    files = [given] if given.is_file() else sorted(p for p in base.rglob("*.json") if p.is_file())
+    configs: dict[str, tuple[str, str] | str] = {}
+    for file in files:
+        if out.full:
+            break
+        ref = ref_name(file, 3)
+        report.files += 1
+        if label_dir not in file.resolve().parents:
+            report.skip_file(ref, "not a label file (outside label/)")
+            continue
+        report.rows += 1
+        try:
+            fixed = parse_label_name(file.name)
+        except ValueError as e:
+            report.skip_file(ref, str(e))
+            continue
+        hardware = canonical_name(file.parent.name)
+        if hardware is None:
+            report.skip_file(ref, f"unknown device '{file.parent.name}' (not in the hardware table)")
+            continue
+        model = fixed.pop("model")
+        if model not in configs:
+            configs[model] = _config(config_dir / f"{model}.json")
+        if isinstance(configs[model], str):
+            report.skip_file(ref, configs[model])
+            continue
+        model_ref, family = configs[model]
+        latency = _latency(file, ref, report)
+        if latency is None:
+            continue
+        try:
+            sample = make_sample(
+                model_ref=model_ref,
+                family=family,
+                hardware=hardware,
+                iteration_time_ms=latency,
+                n_iters=N_ITERS,
+                status="ok",
+                source=SOURCE,
+                source_ref=ref,
+                **fixed,
+            )
+        except GnnperfError as e:
+            report.skip_file(ref, str(e))
+            continue
+        out.add(sample, ref, None)
+    return out.rows, report
+
+
+def _config(path: Path) -> tuple[str, str] | str:
+    """(``hf:`` reference, model type) of a model config, or the reason it cannot be used."""
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return f"model config {path} is missing"
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        return f"model config {path} is unreadable: {e}"
+    if not isinstance(cfg, dict) or not cfg.get("model_type"):
+        return f"model config {path} has no model_type"
+    return f"hf:{path}", str(cfg["model_type"])
+
+
+def _latency(file: Path, ref: str, report: ImportReport) -> float | None:
+    """``e2e_latency`` of a label file, or None after reporting why it is unusable."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        report.skip_file(ref, f"not valid JSON: {e.msg} (column {e.colno})", row=e.lineno)
+        return None
+    except (OSError, UnicodeDecodeError) as e:
+        report.skip_file(ref, f"cannot read: {e}")
+        return None
+    value = data.get("e2e_latency") if isinstance(data, dict) else None
+    usable = isinstance(value, (int, float, str)) and not isinstance(value, bool)
+    latency = positive_number(value) if usable else None
+    if latency is None:
+        report.skip_file(ref, f"no positive e2e_latency ({value!r})")
+    return latency

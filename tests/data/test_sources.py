@@ -1,0 +1,341 @@
+"""Public-table adapters on the real shared files (read from ../shared/external, never copied in)."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from gnnperf.data.cli import SOURCE_NAMES
+from gnnperf.data.schema import IDENTITY_FIELDS, make_sample
+from gnnperf.data.sources import SOURCES, get_source, list_sources, read_source, register_source
+from gnnperf.data.sources.timm_csv import parse_file_name, torch_version
+from gnnperf.data.store import SampleStore
+from gnnperf.errors import GnnperfError
+
+EXTERNAL = (Path(__file__).resolve().parents[2] / "../shared/external").resolve()
+TIMM = EXTERNAL / "timm"
+TV = EXTERNAL / "ryujaehun-pytorch-gpu-benchmark"
+NEUSIGHT = EXTERNAL / "neusight"
+TIMM_TRAIN = "benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv"
+# timm/SOURCE.md: names of the pt112 train CSV that no longer exist in timm
+GONE = (
+    "convnext_nano_hnf",
+    "convnext_tiny_hnfd",
+    "densenet121d",
+    "semobilevit_s",
+    "regnety_040s_gn",
+    "ese_vovnet99b_iabn",
+    "resnetv2_50d_evob",
+    "gluon_xception65",
+    "densenet264",
+    "densenet264d_iabn",
+)
+A100_TRAIN = "dgx-a100/A100-SXM4-40GB_1_gpus__float_model_train_benchmark.csv"
+
+pytestmark = [
+    pytest.mark.filterwarnings("ignore"),  # timm's deprecation warnings for aliased names
+    pytest.mark.skipif(not EXTERNAL.is_dir(), reason=f"public tables not found at {EXTERNAL}"),
+]
+
+
+@pytest.fixture(scope="module")
+def timm_train():
+    return read_source("timm-benchmark", TIMM / "head" / TIMM_TRAIN)
+
+
+@pytest.fixture(scope="module")
+def tv_all():
+    return read_source("pytorch-gpu-benchmark", TV)
+
+
+@pytest.fixture(scope="module")
+def ns_all():
+    return read_source("neusight", NEUSIGHT)
+
+
+def by_ref(rows: list[dict], ref: str) -> dict:
+    hits = [r for r in rows if r["source_ref"] == ref]
+    assert len(hits) == 1, ref
+    return hits[0]
+
+
+def test_registry_lists_the_three_adapters_and_rejects_duplicates() -> None:
+    assert list_sources() == sorted(SOURCE_NAMES)  # the CLI help names them without importing adapters
+    for name in list_sources():
+        assert get_source(name).name == name and get_source(name).description
+    with pytest.raises(ValueError, match="registered twice"):
+        register_source("neusight")(lambda path, limit=None: ([], None))
+    assert SOURCES["neusight"].read.__module__.endswith("neusight")
+    with pytest.raises(GnnperfError, match="unknown source 'timm'.*timm-benchmark"):
+        get_source("timm")
+
+
+@pytest.mark.parametrize("name", SOURCE_NAMES)
+def test_missing_path_is_a_user_error(name: str, tmp_path: Path) -> None:
+    with pytest.raises(GnnperfError, match="does not exist"):
+        read_source(name, tmp_path / "nope")
+
+
+def test_timm_train_rows_resolve_and_gone_names_are_reported(timm_train) -> None:
+    rows, report = timm_train
+    assert len(rows) > 800 and report.samples == len(rows)
+    problems = [str(p) for p in report.problems]
+    for name in GONE:
+        hit = [p for p in problems if f"'{name}'" in p]
+        assert len(hit) == 1 and hit[0].startswith(f"head/{TIMM_TRAIN}:"), name
+        assert not any(r["model_ref"] == f"timm:{name}" for r in rows)
+    assert all(r["model_ref"].startswith("timm:") and r["status"] == "ok" for r in rows)
+    assert {(r["mode"], r["precision"], r["optimizer"], r["timed"], r["memory_format"]) for r in rows} == {
+        ("train", "amp_fp16", "sgd", "fwd+bwd+opt", "contiguous")
+    }
+    assert {(r["hardware"], r["software"], r["n_iters"], r["num_devices"]) for r in rows} == {
+        ("rtx-3090", "torch=1.12+cu113", 40, 1)
+    }
+
+
+def test_timm_known_row_matches_the_csv(timm_train) -> None:
+    rows, _ = timm_train
+    with open(TIMM / "head" / TIMM_TRAIN, newline="") as f:
+        table = list(csv.DictReader(f))
+    i, want = next((i, r) for i, r in enumerate(table, start=1) if r["model"] == "resnet50")
+    got = by_ref(rows, f"head/{TIMM_TRAIN}#row{i}")
+    assert got["model_ref"] == "timm:resnet50" and got["family"] == "resnet"
+    assert got["batch_size"] == int(want["train_batch_size"]) == 512
+    assert got["iteration_time_ms"] == float(want["train_step_time"])
+    assert got["input_shape"] == f"3,{want['train_img_size']},{want['train_img_size']}"
+    assert got["time_p10_ms"] is None and got["time_cv"] is None  # only a mean is published
+
+
+def test_timm_file_names_fix_the_protocol() -> None:
+    assert (
+        torch_version("112") == "1.12" and torch_version("240") == "2.4.0" and torch_version("291") == "2.9.1"
+    )
+    nhwc = parse_file_name("benchmark-infer-amp-nhwc-pt240-cu124-rtx4090.csv")
+    assert (nhwc["memory_format"], nhwc["hardware"], nhwc["timed"], nhwc["optimizer"]) == (
+        "channels_last", "rtx-4090", "fwd", "none"
+    )  # fmt: skip
+    dyn = parse_file_name("benchmark-infer-amp-nchw-pt291-cu128-4090-dynamo.csv")
+    assert dyn["software"] == "torch=2.9.1+cu128+compile" and dyn["hardware"] == "rtx-4090"
+    cpu = parse_file_name("benchmark-infer-fp32-nchw-pt221-cpu-i9_10940x-dynamo.csv")
+    assert (cpu["hardware"], cpu["precision"], cpu["software"]) == (
+        "cpu-i9-10940x",
+        "fp32",
+        "torch=2.2.1+cpu+compile",
+    )
+    for bad in (
+        "results.csv",
+        "benchmark-train-int8-nchw-pt112-cu113-rtx3090.csv",
+        "benchmark-infer-amp-nchw-pt240-cu124-tpu9.csv",
+    ):
+        with pytest.raises(ValueError):
+            parse_file_name(bad)
+
+
+def test_timm_cpu_import_writes_hardware_records_and_is_idempotent(tmp_path: Path, capsys) -> None:
+    from gnnperf.cli import main
+    from gnnperf.hardware.table import spec_from_dict
+
+    file = TIMM / "head" / "benchmark-infer-fp32-nchw-pt240-cpu-i7_12700h-dynamo.csv"
+    store = tmp_path / "store"
+    argv = ["data", "import", "timm-benchmark", str(file), "--out", str(store), "--limit", "30", "--json"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert first["samples"] == first["written"] == 30 and first["limit_reached"]
+    record = spec_from_dict(json.loads((store / "hardware" / "cpu-i7-12700h.json").read_text()))
+    assert record.kind == "cpu" and record.sm_count == 14 and "Intel ARK" in record.source
+    assert record.peak_fp32_tflops == pytest.approx(0.659, abs=1e-3) and "avx512f" not in record.generation
+    assert main(argv) == 0
+    second = json.loads(capsys.readouterr().out)
+    assert (second["written"], second["already_stored"]) == (0, 30)
+    samples = SampleStore(store, readonly=True)
+    assert len(samples.shards()) == 1 and len(samples.read(dedup=False)) == 30
+    assert set(samples.read()["hardware"]) == {"cpu-i7-12700h"}
+    assert all(r["mode"] == "infer" and r["precision"] == "fp32" for r in samples.read().to_dict("records"))
+
+
+def test_cli_bad_path_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    from gnnperf.cli import main
+
+    assert main(["data", "import", "neusight", str(tmp_path / "missing"), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "does not exist" in err[0]
+    assert not (tmp_path / "s").exists()
+
+
+def test_torchvision_a100_resnet50_median_matches_source_md(tv_all) -> None:
+    rows, report = tv_all
+    assert report.problems == [] and report.files_skipped == 0
+    r = by_ref(rows, f"{A100_TRAIN}#resnet50")
+    assert r["iteration_time_ms"] == pytest.approx(36.0, abs=0.05)  # SOURCE.md: 36.0 ms
+    assert r["time_p10_ms"] <= r["iteration_time_ms"] <= r["time_p90_ms"] and r["n_iters"] == 50
+    assert (r["model_ref"], r["hardware"], r["batch_size"], r["num_devices"]) == (
+        "torchvision:resnet50", "a100-sxm4-40gb", 12, 1
+    )  # fmt: skip
+    assert (r["mode"], r["precision"], r["timed"], r["optimizer"]) == ("train", "fp32", "h2d+fwd+bwd", "none")
+    with open(TV / "results" / A100_TRAIN, newline="") as f:
+        assert r["n_iters"] == len(list(csv.reader(f))) - 1
+
+
+def test_torchvision_precisions_devices_and_2018_files(tv_all) -> None:
+    rows, _ = tv_all
+    assert len(rows) == 4 * 24 * 32 + 4 * 32 + 12 * 15
+    dp = by_ref(rows, "TitanRTX/TITAN RTX_4_gpus__half_model_inference_benchmark.csv#vgg16")
+    assert (dp["num_devices"], dp["batch_size"], dp["precision"], dp["mode"], dp["timed"]) == (
+        4, 12, "fp16", "infer", "h2d+fwd"
+    )  # fmt: skip
+    assert (
+        by_ref(rows, "2080ti(2)/GeForce RTX 2080 Ti_1_gpus__double_model_train_benchmark.csv#vgg16")[
+            "software"
+        ]
+        == "torch=1.4+cu10.0+cudnn7600"
+    )
+    old = [
+        by_ref(rows, f"2080TI/GeForce RTX 2080 Ti_single_model_training_benchmark({k}).csv#resnet50")
+        for k in (1, 2)
+    ]
+    assert [o["n_iters"] for o in old] == [20, 20] and old[0]["sample_id"] != old[1]["sample_id"]
+    assert all(o["hardware"] == "rtx-2080-ti" and o["precision"] == "fp32" for o in old)
+
+
+def test_neusight_label_maps_to_hardware_batch_seq_and_ms(ns_all) -> None:
+    rows, report = ns_all
+    ref = "label/NVIDIA_L4/gpt2_large-train-1024-1.json"
+    r = by_ref(rows, ref)
+    want = json.loads((NEUSIGHT / ref).read_text())["e2e_latency"]
+    config = os.path.abspath(NEUSIGHT / "data" / "DLmodel_configs" / "gpt2_large.json")
+    assert (r["hardware"], r["batch_size"], r["input_shape"], r["iteration_time_ms"]) == (
+        "l4",
+        1,
+        "1024",
+        want,
+    )
+    assert (r["model_ref"], r["family"], r["n_iters"]) == (f"hf:{config}", "gpt2", 5)
+    assert (r["mode"], r["timed"], r["optimizer"], r["precision"], r["num_devices"]) == (
+        "train", "fwd+bwd", "none", "fp32", 1
+    )  # fmt: skip
+    mi250 = by_ref(rows, "label/AMD_Instinct_MI250/bert_large-inf-512-8.json")
+    assert (mi250["hardware"], mi250["mode"], mi250["timed"]) == ("mi250-gcd", "infer", "fwd")
+    # the L4 switch4 label names a config NeuSight does not ship
+    assert any("switch4.json is missing" in str(p) for p in report.problems)
+
+
+def test_neusight_fusion_and_megatron_rows_are_marked(ns_all) -> None:
+    rows, _ = ns_all
+    fused = by_ref(rows, "label/NVIDIA_L4/bert_large-inf-512-8-fusion.json")
+    plain = by_ref(rows, "label/NVIDIA_L4/bert_large-inf-512-8.json")
+    assert fused["software"] == plain["software"] + "+compile" and fused["sample_id"] != plain["sample_id"]
+    multi = [r for r in rows if r["num_devices"] > 1]
+    assert {r["source_ref"].rsplit("-", 1)[-1] for r in multi} == {"dp4.json", "tp4.json", "pp4_1.json"}
+    for r in multi:
+        option = r["source_ref"].rsplit("-", 1)[-1].removesuffix(".json")
+        assert r["num_devices"] == 4 and "megatron" in r["software"] and r["software"].endswith(option)
+    assert all("megatron" not in r["software"] for r in rows if r["num_devices"] == 1)
+
+
+def test_sample_ids_unique_across_all_sources(tv_all, ns_all) -> None:
+    timm_rows, _ = read_source("timm-benchmark", TIMM)
+    rows = timm_rows + tv_all[0] + ns_all[0]
+    ids = [r["sample_id"] for r in rows]
+    assert len(ids) == len(set(ids)) > 30000
+    # sources never share identity fields: model references differ by prefix, protocols by timed/software
+    idents = {s: {tuple(r[k] for k in IDENTITY_FIELDS) for r in part} for s, part in
+              (("timm", timm_rows), ("tv", tv_all[0]), ("ns", ns_all[0]))}  # fmt: skip
+    assert not (idents["timm"] & idents["tv"]) and not (idents["tv"] & idents["ns"])
+    assert all(
+        make_sample(**{k: v for k, v in r.items()})["sample_id"] == r["sample_id"] for r in rows[::997]
+    )
+
+
+def test_malformed_timm_csvs_are_reported_and_the_rest_imported(tmp_path: Path) -> None:
+    lines = (TIMM / "head" / TIMM_TRAIN).read_text().splitlines()
+    cut = tmp_path / "head" / TIMM_TRAIN
+    cut.parent.mkdir()
+    body = "\n".join(lines[:41])
+    cut.write_text(body + "\n" + lines[41][: len(lines[41]) // 2])  # 40 whole rows, the 41st cut mid-row
+    renamed = tmp_path / "head" / TIMM_TRAIN.replace("nchw", "nhwc")
+    renamed.write_text(body.replace("train_step_time", "step_ms", 1) + "\n")
+    (tmp_path / "head" / "notes.csv").write_text("a,b\n1,2\n")  # not a benchmark file: not picked up
+    (tmp_path / "head" / "benchmark-train-amp-nchw-pt112-cu113-abacus.csv").write_text(body + "\n")
+    rows, report = read_source("timm-benchmark", tmp_path)
+    problems = [str(p) for p in report.problems]
+    assert len(rows) == 40 - sum(1 for line in lines[1:41] if line.split(",")[0] in GONE)
+    assert any(p.startswith(f"head/{TIMM_TRAIN}:41: ") and "truncated" in p for p in problems)
+    assert any(
+        p.startswith(f"head/{renamed.name}:0: unknown column layout: no train_step_time") for p in problems
+    )
+    assert any("abacus.csv: unknown device 'abacus'" in p for p in problems)
+    assert report.files == 3 and report.files_skipped == 2
+
+
+def test_malformed_torchvision_csv_is_reported_cell_by_cell(tmp_path: Path) -> None:
+    lines = (TV / "results" / A100_TRAIN).read_text().splitlines()
+    header = lines[0].split(",")
+    row3 = lines[3].split(",")
+    row3[header.index("vgg16")] = "n/a"
+    folder = tmp_path / "dgx-a100"
+    folder.mkdir()
+    text = "\n".join([lines[0], *lines[1:3], ",".join(row3), *lines[4:10], lines[10][:25]])
+    (folder / Path(A100_TRAIN).name).write_text(text)
+    (folder / "A100-SXM4-40GB_1_gpus__float_model_train_benchmark_v2.csv").write_text(text)
+    rows, report = read_source("pytorch-gpu-benchmark", tmp_path)
+    problems = [str(p) for p in report.problems]
+    ref = A100_TRAIN
+    assert f"{ref}:3: column 'vgg16': 'n/a' is not a positive number; cell skipped" in problems
+    assert any(p.startswith(f"{ref}:10: ") and "truncated" in p for p in problems)
+    assert any("_v2.csv: file name does not match" in p for p in problems)
+    assert len(rows) == 32
+    assert by_ref(rows, f"{ref}#vgg16")["n_iters"] == 8 and by_ref(rows, f"{ref}#resnet50")["n_iters"] == 9
+
+
+def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
+    shutil.copytree(NEUSIGHT / "data" / "DLmodel_configs", tmp_path / "data" / "DLmodel_configs")
+    device = tmp_path / "label" / "NVIDIA_L4"
+    device.mkdir(parents=True)
+    for name in ("gpt2_large-train-1024-1.json", "bert_large-inf-512-8-fusion.json"):
+        shutil.copy(NEUSIGHT / "label" / "NVIDIA_L4" / name, device / name)
+    (device / "gpt2_large-inf-1024-4.json").write_text('{\n "num_layer": 36,\n "e2e_latency": 12')
+    (device / "gpt2_large-inf-1024-8.json").write_text('{"num_layer": 36, "e2e_latency": "fast"}')
+    (device / "gpt2_large-train-1024-2-zero3.json").write_text('{"e2e_latency": 5.0}')
+    (tmp_path / "label" / "Quantum_Q1").mkdir()
+    (tmp_path / "label" / "Quantum_Q1" / "bert_large-inf-512-8.json").write_text('{"e2e_latency": 5.0}')
+    rows, report = read_source("neusight", tmp_path)
+    problems = [str(p) for p in report.problems]
+    assert sorted(r["source_ref"].rsplit("/", 1)[-1] for r in rows) == [
+        "bert_large-inf-512-8-fusion.json", "gpt2_large-train-1024-1.json"
+    ]  # fmt: skip
+    assert any(p.startswith("label/NVIDIA_L4/gpt2_large-inf-1024-4.json:3: not valid JSON") for p in problems)
+    assert any(
+        p.startswith("label/NVIDIA_L4/gpt2_large-inf-1024-8.json: no positive e2e_latency") for p in problems
+    )
+    assert any("zero3.json: unknown option 'zero3'" in p for p in problems)
+    assert any("Quantum_Q1/bert_large-inf-512-8.json: unknown device" in p for p in problems)
+    # one device folder or one file works too, with the same references
+    one, _ = read_source("neusight", device / "gpt2_large-train-1024-1.json")
+    assert [r["sample_id"] for r in one] == [
+        r["sample_id"] for r in rows if r["source_ref"].endswith("train-1024-1.json")
+    ]
+
+
+def test_collector_reports_a_second_row_with_the_same_identity() -> None:
+    from gnnperf.data.sources.common import Collector, ImportReport
+
+    report = ImportReport("test")
+    out = Collector(report, limit=None)
+    ident = dict(
+        model_ref="torchvision:resnet18", family="resnet", input_shape="3,224,224", batch_size=12, mode="infer",
+        precision="fp32", optimizer="none", timed="fwd", memory_format="contiguous", num_devices=1,
+        hardware="t4", software="torch=2.1.0", status="ok", source="test",
+    )  # fmt: skip
+    out.add(make_sample(**ident, iteration_time_ms=5.0, source_ref="a.csv#row1"), "a.csv", 1)
+    out.add(make_sample(**ident, iteration_time_ms=6.0, source_ref="b.csv#row7"), "b.csv", 7)
+    assert len(out.rows) == 1 and out.rows[0]["iteration_time_ms"] == 5.0
+    assert [str(p) for p in report.problems] == [
+        "b.csv:7: same identity fields as a.csv#row1; not imported twice"
+    ]
+    with pytest.raises(GnnperfError, match="bad limit"):
+        Collector(report, limit=0)
