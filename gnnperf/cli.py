@@ -19,7 +19,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "graph": ("gnnperf.graph.cli", "export a model and print its op table"),
     "hardware": ("gnnperf.hardware.cli", "list, show or probe hardware entries"),
     "zoo": ("gnnperf.zoo.cli", "list model-zoo families and sample configurations"),
-    "data": ("gnnperf.data.cli", "summarise a sample store"),
+    "data": ("gnnperf.data.cli", "summarise a sample store or import public benchmark tables"),
     "predict": ("gnnperf.predictor.cli", "predict a model's iteration time on a device with a trained GNN"),
 }
 

@@ -12,6 +12,7 @@ import io
 import logging
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,16 +39,28 @@ class Exported:
 
 @contextlib.contextmanager
 def _quiet():
-    """The exporters warn and print a lot (tracer warnings, dynamo progress); keep the CLI's output clean."""
+    """The exporters warn and print a lot (tracer warnings, dynamo progress, graph dumps from C++ on some
+    failures); keep the CLI's output clean. File descriptors 1 and 2 are redirected too, since the C++ side
+    writes there directly; errors still arrive as exceptions."""
     loggers = [logging.getLogger(n) for n in ("torch.onnx", "torch.export", "torch._dynamo", "torch.fx")]
     levels = [lg.level for lg in loggers]
-    with warnings.catch_warnings(), open(os.devnull, "w") as devnull, contextlib.redirect_stdout(devnull):
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = [os.dup(1), os.dup(2)]
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    with warnings.catch_warnings(), open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
         warnings.simplefilter("ignore")
         for lg in loggers:
             lg.setLevel(logging.CRITICAL)
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
         try:
             yield
         finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in (*saved, devnull):
+                os.close(fd)
             for lg, level in zip(loggers, levels):
                 lg.setLevel(level)
 

@@ -131,7 +131,10 @@ def _timm(name: str) -> ModelSpec:
     arch = canonical.split(".")[0]
     if not is_model(arch):
         raise GnnperfError(f"unknown timm model '{name}'{suggest(name, timm.list_models())}")
-    input_size = get_pretrained_cfg_value(canonical, "input_size") or (3, 224, 224)
+    try:
+        input_size = get_pretrained_cfg_value(canonical, "input_size") or (3, 224, 224)
+    except RuntimeError as e:  # an alias to a pretrained tag timm no longer has
+        raise GnnperfError(f"timm model '{name}' cannot be created: {e}") from None
     return ModelSpec(
         ref=f"timm:{name}",
         family=_timm_module(arch),
