@@ -10,8 +10,9 @@ import numpy as np
 import pytorch_lightning as pl
 from torch_geometric.loader import DataLoader
 
-from gnnperf.data.dataset import PerfDataset, feature_stats
+from gnnperf.data.dataset import PerfDataset
 from gnnperf.data.splits import PARTS, load_split, make_split, save_split
+from gnnperf.data.stats import feature_stats
 
 
 class PerfDataModule(pl.LightningDataModule):

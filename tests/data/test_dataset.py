@@ -13,9 +13,10 @@ import torch
 import gnnperf.data.dataset as dataset_module
 from gnnperf.data.aggregate import AGG_FEATURES, aggregate_features
 from gnnperf.data.datamodule import PerfDataModule
-from gnnperf.data.dataset import PerfDataset, feature_stats, workload_from_row
+from gnnperf.data.dataset import PerfDataset, workload_from_row
 from gnnperf.data.schema import sample_id
 from gnnperf.data.splits import load_split
+from gnnperf.data.stats import feature_stats
 from gnnperf.data.store import SampleStore
 from gnnperf.graph.features import EDGE_FEATURES, FEATURE_VERSION, GRAPH_FEATURES, NODE_FEATURES
 from gnnperf.hardware.table import get_spec, spec_to_dict

@@ -1,0 +1,62 @@
+"""Normalisation statistics of a :class:`~gnnperf.data.dataset.PerfDataset` over its train samples."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from gnnperf.data.dataset import STAT_KEYS, PerfDataset
+from gnnperf.errors import GnnperfError
+
+STD_FLOOR = 1e-6  # constant columns standardise to 0
+
+
+class _Moments:
+    """Weighted column sums in float64, for means and standard deviations."""
+
+    def __init__(self) -> None:
+        self.total: torch.Tensor | float = 0.0
+        self.total_sq: torch.Tensor | float = 0.0
+        self.count = 0
+
+    def add(self, rows: torch.Tensor, weight: int) -> None:
+        rows = rows.double()
+        self.total = self.total + weight * rows.sum(0)
+        self.total_sq = self.total_sq + weight * rows.square().sum(0)
+        self.count += weight * rows.shape[0]
+
+    def result(self, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.count == 0:  # e.g. no train graph has an edge
+            return torch.zeros(width), torch.ones(width)
+        mean = self.total / self.count
+        std = (self.total_sq / self.count - mean.square()).clamp_min(0).sqrt().clamp_min(STD_FLOOR)
+        return mean.float(), std.float()
+
+
+def feature_stats(
+    dataset: PerfDataset, indices: Sequence[int] | np.ndarray
+) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Per-column (mean, std) of ``x``, ``edge_attr``, ``u``, ``hw`` and ``agg`` over the samples ``indices``.
+
+    Pass the TRAIN indices only (positions in ``dataset.samples``). ``x`` and ``edge_attr`` are taken over every
+    node and edge of every listed sample (a graph measured on two devices counts twice); the others over
+    samples. ``std`` is floored at ``1e-6`` so constant columns standardise to 0.
+    """
+    indices = np.asarray(indices, dtype=np.int64).reshape(-1)
+    if indices.size == 0:
+        raise GnnperfError("feature_stats needs at least one (train) sample")
+    moments = {k: _Moments() for k in STAT_KEYS}
+    groups = Counter((int(dataset._graph_idx[i]), dataset._workloads[i]) for i in indices)
+    widths: dict[str, int] = {}
+    for (graph_idx, workload), n in groups.items():
+        base, u, agg = dataset._features(graph_idx, workload)
+        for key, rows in (("x", base.x), ("edge_attr", base.edge_attr), ("u", u), ("agg", agg)):
+            moments[key].add(rows, n)
+            widths[key] = rows.shape[1]
+    for hw_id, n in Counter(dataset._hw_id[indices].tolist()).items():
+        moments["hw"].add(dataset._hw[hw_id : hw_id + 1], n)
+    widths["hw"] = dataset._hw.shape[1]
+    return {k: moments[k].result(widths[k]) for k in STAT_KEYS}
