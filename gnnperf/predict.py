@@ -57,37 +57,34 @@ class Query:
 class Predictor:
     """Predicts iteration times with a trained GNN; build it with :meth:`from_checkpoint`."""
 
-    def __init__(self, module, info: Mapping[str, Any], path: Path) -> None:
-        self.module = module
+    def __init__(self, model, hparams: Mapping[str, Any], info: Mapping[str, Any], path: Path) -> None:
+        self.model = model
+        self.hparams = dict(hparams)
         self.info = dict(info)
         self.path = path
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | None = None) -> Predictor:
         """Load a predictor; ``None`` takes ``$GNNPERF_CHECKPOINT``. Mismatches raise :class:`GnnperfError`."""
-        import torch
-
         from gnnperf.errors import GnnperfError
-        from gnnperf.predictor.module import PerfModule
+        from gnnperf.predictor.checkpoint import load_model
 
         path = path or os.environ.get(DEFAULT_CHECKPOINT_ENV)
         if not path:
             raise GnnperfError(
                 f"no checkpoint: pass --checkpoint PATH or set {DEFAULT_CHECKPOINT_ENV} (train one with gnnperf-train)"
             )
-        path = Path(path)
-        if not path.is_file():
-            raise GnnperfError(f"checkpoint not found: {path}")
-        try:
-            info = torch.load(path, map_location="cpu", weights_only=True).get("gnnperf", {})
-        except Exception as e:
-            raise GnnperfError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from None
-        return cls(PerfModule.load(path), info, path)
+        model, hparams, info = load_model(path)
+        return cls(model, hparams, info, Path(path))
 
     @property
     def devices(self) -> list[str]:
         """Devices seen in training; any other table entry or spec file is predicted from its specs."""
-        return list(self.module.hparams.devices)
+        return list(self.hparams["devices"])
+
+    def device_index(self, hardware: str) -> int:
+        """Index of ``hardware`` among the training devices (its learned embedding), or -1 when unseen."""
+        return self.devices.index(hardware) if hardware in self.devices else -1
 
     def predict(
         self, queries: Query | Iterable[Query], breakdown: int = 0, hardware_file: str | None = None
@@ -117,11 +114,11 @@ class Predictor:
                 memory_format=q.memory_format,
             )
             hw = torch.from_numpy(hardware_vector(spec))
-            items.append(sample_data(graph, workload, hw, self.module.device_index(spec.name)))
+            items.append(sample_data(graph, workload, hw, self.device_index(spec.name)))
             graphs.append((graph, spec, workload))
         batch = Batch.from_data_list(items)
         with torch.inference_mode():
-            log_ms, node_ms = self.module.model(batch)
+            log_ms, node_ms = self.model(batch)
         lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):

@@ -9,7 +9,7 @@ true``) and are not saved: they are needed to train, not to predict.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -19,49 +19,13 @@ import torch
 from torch import Tensor
 
 from gnnperf.errors import GnnperfError
-from gnnperf.predictor.model import PerfGNN, Stats
+from gnnperf.predictor.checkpoint import build_model, check_compatible, code_versions
+from gnnperf.predictor.model import Stats
 from gnnperf.predictor.target import from_target, get_loss, to_target
 
 OptimizerFactory = Callable[..., torch.optim.Optimizer]
 SchedulerFactory = Callable[..., Any]
 _STAGES = ("val", "test")
-
-
-def code_versions() -> dict[str, Any]:
-    """What the running code produces: versions, feature name lists and op vocabulary."""
-    from gnnperf.data.aggregate import AGG_FEATURES
-    from gnnperf.graph.features import EDGE_FEATURES, FEATURE_VERSION, GRAPH_FEATURES, NODE_FEATURES, OP_VOCAB
-    from gnnperf.hardware import HARDWARE_FEATURES, HARDWARE_TABLE_VERSION
-
-    return {
-        "feature_version": FEATURE_VERSION,
-        "hardware_table_version": HARDWARE_TABLE_VERSION,
-        "node_features": [n for n, _ in NODE_FEATURES],
-        "edge_features": [n for n, _ in EDGE_FEATURES],
-        "graph_features": [n for n, _ in GRAPH_FEATURES],
-        "hw_features": list(HARDWARE_FEATURES),
-        "agg_features": list(AGG_FEATURES),
-        "op_vocab": list(OP_VOCAB),
-    }
-
-
-def check_compatible(hparams: Mapping[str, Any]) -> None:
-    """Raise GnnperfError listing every version or feature list in ``hparams`` that differs from the code."""
-    diffs = []
-    for key, code in code_versions().items():
-        saved = hparams.get(key)
-        if key.endswith("_version"):
-            if saved != code:
-                diffs.append(f"checkpoint {key.upper()} {saved} != code {code}")
-        elif list(saved or []) != code:
-            extra = sorted(set(saved or []) - set(code))[:3]
-            lacking = sorted(set(code) - set(saved or []))[:3]
-            detail = (
-                f"{len(saved or [])} vs {len(code)} names; only in checkpoint {extra}, only in code {lacking}"
-            )
-            diffs.append(f"checkpoint {key} differ from code ({detail})")
-    if diffs:
-        raise GnnperfError("incompatible checkpoint: " + "; ".join(diffs))
 
 
 class PerfModule(pl.LightningModule):
@@ -128,26 +92,7 @@ class PerfModule(pl.LightningModule):
         self.loss_fn = get_loss(loss, **loss_kwargs)
         self.optimizer_factory = optimizer or partial(torch.optim.AdamW, lr=1e-3)
         self.scheduler_factory = scheduler
-        self.model = PerfGNN(
-            node_dim=len(node_features),
-            edge_dim=len(edge_features),
-            graph_dim=len(graph_features),
-            hw_dim=len(hw_features),
-            agg_dim=len(agg_features),
-            hidden=hidden,
-            layers=layers,
-            backbone=backbone,
-            readout=readout,
-            dropout=dropout,
-            num_devices=len(devices) if device_embedding else 0,
-            use_agg=use_agg,
-            op_embedding_dim=op_embedding_dim,
-            num_ops=len(op_vocab),
-            heads=heads,
-            bidirectional=bidirectional,
-            device_dropout=device_dropout,
-            stats=stats,
-        )
+        self.model = build_model(self.hparams, stats)
         self._outputs: dict[str, list[tuple[Tensor, Tensor]]] = {s: [] for s in _STAGES}
 
     def device_index(self, hardware: str) -> int:

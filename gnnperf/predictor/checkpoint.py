@@ -1,0 +1,96 @@
+"""Predictor checkpoints without Lightning: version checks and the model rebuilt from hyper-parameters.
+
+Training goes through :class:`~gnnperf.predictor.module.PerfModule`; prediction needs only the network, so
+:func:`load_model` reads the checkpoint with ``torch.load`` and skips importing Lightning, which would cost
+``gnnperf predict`` seconds of start-up.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from gnnperf.errors import GnnperfError
+from gnnperf.predictor.model import PerfGNN, Stats
+
+
+def code_versions() -> dict[str, Any]:
+    """What the running code produces: versions, feature name lists and op vocabulary."""
+    from gnnperf.data.aggregate import AGG_FEATURES
+    from gnnperf.graph.features import EDGE_FEATURES, FEATURE_VERSION, GRAPH_FEATURES, NODE_FEATURES, OP_VOCAB
+    from gnnperf.hardware import HARDWARE_FEATURES, HARDWARE_TABLE_VERSION
+
+    return {
+        "feature_version": FEATURE_VERSION,
+        "hardware_table_version": HARDWARE_TABLE_VERSION,
+        "node_features": [n for n, _ in NODE_FEATURES],
+        "edge_features": [n for n, _ in EDGE_FEATURES],
+        "graph_features": [n for n, _ in GRAPH_FEATURES],
+        "hw_features": list(HARDWARE_FEATURES),
+        "agg_features": list(AGG_FEATURES),
+        "op_vocab": list(OP_VOCAB),
+    }
+
+
+def check_compatible(hparams: Mapping[str, Any]) -> None:
+    """Raise GnnperfError listing every version or feature list in ``hparams`` that differs from the code."""
+    diffs = []
+    for key, code in code_versions().items():
+        saved = hparams.get(key)
+        if key.endswith("_version"):
+            if saved != code:
+                diffs.append(f"checkpoint {key.upper()} {saved} != code {code}")
+        elif list(saved or []) != code:
+            extra = sorted(set(saved or []) - set(code))[:3]
+            lacking = sorted(set(code) - set(saved or []))[:3]
+            detail = (
+                f"{len(saved or [])} vs {len(code)} names; only in checkpoint {extra}, only in code {lacking}"
+            )
+            diffs.append(f"checkpoint {key} differ from code ({detail})")
+    if diffs:
+        raise GnnperfError("incompatible checkpoint: " + "; ".join(diffs))
+
+
+def build_model(hparams: Mapping[str, Any], stats: Stats | None = None) -> PerfGNN:
+    """The :class:`PerfGNN` that ``PerfModule`` hyper-parameters describe."""
+    h = hparams
+    return PerfGNN(
+        node_dim=len(h["node_features"]),
+        edge_dim=len(h["edge_features"]),
+        graph_dim=len(h["graph_features"]),
+        hw_dim=len(h["hw_features"]),
+        agg_dim=len(h["agg_features"]),
+        hidden=h["hidden"],
+        layers=h["layers"],
+        backbone=h["backbone"],
+        readout=h["readout"],
+        dropout=h["dropout"],
+        num_devices=len(h["devices"]) if h["device_embedding"] else 0,
+        use_agg=h["use_agg"],
+        op_embedding_dim=h["op_embedding_dim"],
+        num_ops=len(h["op_vocab"]),
+        heads=h["heads"],
+        bidirectional=h["bidirectional"],
+        device_dropout=h["device_dropout"],
+        stats=stats,
+    )
+
+
+def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any]]:
+    """(network in eval mode, hyper-parameters, the ``gnnperf`` extras) of a predictor checkpoint."""
+    path = Path(path)
+    if not path.is_file():
+        raise GnnperfError(f"checkpoint not found: {path}")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        hparams = dict(ckpt["hyper_parameters"])
+        state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    except Exception as e:
+        raise GnnperfError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from None
+    check_compatible(hparams)
+    model = build_model(hparams)
+    model.load_state_dict(state)
+    return model.eval(), hparams, dict(ckpt.get("gnnperf", {}))
