@@ -119,6 +119,13 @@ class Predictor:
         batch = Batch.from_data_list(items)
         with torch.inference_mode():
             log_ms, node_ms = self.model(batch)
+        if breakdown and node_ms is None:
+            from gnnperf.errors import GnnperfError
+
+            raise GnnperfError(
+                f"a per-op breakdown needs a checkpoint trained with the additive readout; {self.path} "
+                f"uses the {self.hparams.get('readout')} readout"
+            )
         lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):

@@ -97,6 +97,7 @@ def trained(store, tmp_path_factory) -> tuple[Path, dict]:
             tmp,
             "experiment=quick",
             "trainer.max_epochs=2",
+            "model.readout=additive",  # the readout with a per-op breakdown
             "split=holdout_model",
             "baselines=[flops,gbm]",
         ),
@@ -154,6 +155,18 @@ def test_predict_cli_json_and_errors(trained):
             and "Traceback" not in res.stderr
             and len(res.stderr.strip().splitlines()) == 1
         )
+
+
+def test_breakdown_needs_the_additive_readout(trained):
+    from gnnperf.predictor.checkpoint import build_model
+
+    additive = Predictor.from_checkpoint(trained[0])
+    hparams = {**additive.hparams, "readout": "pooled"}
+    pooled = Predictor(build_model(hparams).eval(), hparams, additive.info, additive.path)
+    q = Query("zoo:mlp?depth=2&width=32&in_features=16", "t4", 4)
+    assert pooled.predict(q)[0]["iteration_time_ms"] > 0
+    with pytest.raises(GnnperfError, match="additive readout"):
+        pooled.predict(q, breakdown=2)
 
 
 def test_mismatched_checkpoint_is_refused(trained, tmp_path):
