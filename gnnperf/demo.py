@@ -28,12 +28,10 @@ def main() -> int:
     ckpt = str(out / "predictor.ckpt")
     hw = sorted(Path("datasets/cpu/hardware").glob("*-1t.json"))[0]
     unseen = "timm:resnet18"  # a real architecture the zoo never produced
-    print(
-        f"$ gnnperf predict {unseen} --input-shape 3,64,64 --hardware {hw.stem} --batch-size 16 --breakdown 5"
-    )
+    print(f"$ gnnperf predict {unseen} --input-shape 3,64,64 --hardware {hw.stem} --batch-size 16")
     return cli_main(
         ["predict", unseen, "--input-shape", "3,64,64", "--hardware", hw.stem, "--hardware-file", str(hw)]
-        + ["--batch-size", "16", "--checkpoint", ckpt, "--breakdown", "5"]
+        + ["--batch-size", "16", "--checkpoint", ckpt]
     )
 
 
