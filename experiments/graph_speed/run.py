@@ -56,17 +56,32 @@ def single_models(repeats: int) -> dict:
     return out
 
 
-def _one(args: tuple[str, int, str]) -> dict:
-    name, size, cache_dir = args
+def _alarm(signum, frame):
+    raise TimeoutError
+
+
+def _one(args: tuple[str, int, str, int]) -> dict:
+    name, size, cache_dir, limit_s = args
+    import signal
+
     import torch
 
     torch.set_num_threads(1)
     from gnnperf.errors import GnnperfError
 
     t = time.perf_counter()
+    signal.signal(signal.SIGALRM, _alarm)
+    signal.alarm(limit_s)  # the largest models (800 px EfficientNet-L2) trace for minutes on this CPU
     try:
         s = _timed_build(f"timm:{name}", (3, size, size), cache_dir)
         return {"model": name, "ok": True, "seconds": s}
+    except TimeoutError:
+        return {
+            "model": name,
+            "ok": False,
+            "seconds": time.perf_counter() - t,
+            "reason": f"timeout after {limit_s} s",
+        }
     except GnnperfError as e:
         return {"model": name, "ok": False, "seconds": time.perf_counter() - t, "reason": str(e)[:300]}
     except Exception as e:  # a bug, but the survey goes on and lists it
@@ -78,7 +93,7 @@ def _one(args: tuple[str, int, str]) -> dict:
         }
 
 
-def coverage(table: Path, limit: int | None, workers: int) -> dict:
+def coverage(table: Path, limit: int | None, workers: int, limit_s: int, log: Path) -> dict:
     df = pd.read_csv(table)
     rows = list(zip(df["model"], df["train_img_size"].astype(int)))[:limit]
     results = []
@@ -86,10 +101,13 @@ def coverage(table: Path, limit: int | None, workers: int) -> dict:
     with (
         tempfile.TemporaryDirectory() as d,
         mp.get_context("spawn").Pool(workers, maxtasksperchild=20) as pool,
+        open(log, "w") as out,
     ):
-        jobs = [(n, s, d) for n, s in rows]
-        for i, r in enumerate(pool.imap(_one, jobs), 1):
+        jobs = [(n, s, d, limit_s) for n, s in rows]
+        for i, r in enumerate(pool.imap_unordered(_one, jobs), 1):
             results.append(r)
+            out.write(json.dumps(r) + "\n")  # partial results survive an interrupted run
+            out.flush()
             if i % 25 == 0:
                 ok = sum(x["ok"] for x in results)
                 print(f"{i}/{len(rows)} ok={ok} elapsed={time.perf_counter() - t0:.0f}s", flush=True)
@@ -115,6 +133,8 @@ def main() -> int:
     p.add_argument("--limit", type=int, default=None)
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--limit-s", type=int, default=60, help="per-model time limit (counted as a failure)")
+    p.add_argument("--skip-single", action="store_true", help="only the coverage survey")
     p.add_argument("--out", type=Path, default=HERE / "results.json")
     args = p.parse_args()
     results = {
@@ -123,8 +143,10 @@ def main() -> int:
             "cores": mp.cpu_count(),
             "python": sys.version.split()[0],
         },
-        "single": single_models(args.repeats),
-        "coverage": coverage(args.table.resolve(), args.limit, args.workers),
+        "single": {} if args.skip_single else single_models(args.repeats),
+        "coverage": coverage(
+            args.table.resolve(), args.limit, args.workers, args.limit_s, HERE / "coverage.jsonl"
+        ),
     }
     args.out.write_text(json.dumps(results, indent=1))
     c = results["coverage"]
