@@ -6,10 +6,12 @@
 import json
 import statistics
 import sys
+from pathlib import Path
+from collections import Counter
 
 import pandas as pd
 
-r = [json.loads(l) for l in open("experiments/graph_speed/coverage.jsonl")]
+r = [json.loads(line) for line in Path("experiments/graph_speed/coverage.jsonl").read_text().splitlines()]
 df = pd.read_csv("../shared/external/timm/head/benchmark-train-amp-nchw-pt112-cu113-rtx3090.csv")
 done = {x["model"] for x in r}
 missing = [m for m in df.model if m not in done]
@@ -29,8 +31,6 @@ def cls(reason):
     return "other"
 
 
-from collections import Counter
-
 c = Counter(cls(x["reason"]) for x in bad)
 secs = [x["seconds"] for x in ok]
 summary = {
@@ -49,7 +49,7 @@ summary = {
     "failures": bad,
     "not_reached_models": missing,
 }
-json.dump(summary, open(sys.argv[1], "w"), indent=1)
+Path(sys.argv[1]).write_text(json.dumps(summary, indent=1))
 print(json.dumps({k: v for k, v in summary.items() if k not in ("failures", "not_reached_models")}, indent=1))
 for x in bad:
     print(" -", x["model"], "|", cls(x["reason"]))
