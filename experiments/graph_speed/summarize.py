@@ -6,8 +6,8 @@
 import json
 import statistics
 import sys
-from pathlib import Path
 from collections import Counter
+from pathlib import Path
 
 import pandas as pd
 
