@@ -47,7 +47,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     val_metrics = {k: float(v) for k, v in trainer.validate(model, datamodule=dm, verbose=False)[0].items()}
     test_metrics = {k: float(v) for k, v in trainer.test(model, datamodule=dm, verbose=False)[0].items()}
 
-    val_pred = torch.cat(trainer.predict(model, dataloaders=dm._loader("val", shuffle=False))).numpy()
+    val_pred = torch.cat(trainer.predict(model, dataloaders=dm.val_dataloader())).numpy()
     val_true = dm.dataset.samples["iteration_time_ms"].to_numpy()[dm.split["val"]]
     test_pred = torch.cat(trainer.predict(model, datamodule=dm)).numpy()
     out_dir = Path(cfg.checkpoint_out).parent

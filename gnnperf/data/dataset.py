@@ -348,8 +348,8 @@ class PerfDataset(Dataset):
 
 def graph_features(graph: OpGraph, workload: Workload) -> tuple[PerfData, torch.Tensor, torch.Tensor]:
     """(graph structure and node/edge features at the workload's batch size, ``u``, ``agg``)."""
-    data = to_data(graph, workload)
     costs, _ = graph_costs(graph, workload.batch_size)
+    data = to_data(graph, workload, costs)
     agg = torch.from_numpy(aggregate_features(graph, workload, costs)).view(1, -1)
     u = data.u
     del data.u

@@ -181,7 +181,7 @@ def _node_row(graph: OpGraph, i: int, cost: Cost, batch: int, total_flops: float
     return row
 
 
-def to_data(graph: OpGraph, workload: Workload):
+def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None):
     """PyG ``Data`` with ``x``, ``edge_index``, ``edge_attr``, ``u`` (1 x graph features), ``op`` (vocab index).
 
     The workload's ``input_shape`` is ignored: the graph was built for one (``graph.input_shape``).
@@ -189,7 +189,8 @@ def to_data(graph: OpGraph, workload: Workload):
     from torch_geometric.data import Data
 
     batch = workload.batch_size
-    costs, _ = graph_costs(graph, batch)
+    if costs is None:  # callers that also need the costs (aggregate features) pass them in
+        costs, _ = graph_costs(graph, batch)
     total_flops = sum(c.flops for c in costs)
     x = torch.tensor(
         [_node_row(graph, i, c, batch, total_flops) for i, c in enumerate(costs)], dtype=torch.float32
