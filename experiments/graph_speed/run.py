@@ -93,16 +93,19 @@ def _one(args: tuple[str, int, str, int]) -> dict:
         }
 
 
-def coverage(table: Path, limit: int | None, workers: int, limit_s: int, log: Path) -> dict:
+def coverage(
+    table: Path, limit: int | None, workers: int, limit_s: int, log: Path, cache_dir: Path | None
+) -> dict:
     df = pd.read_csv(table)
     rows = list(zip(df["model"], df["train_img_size"].astype(int)))[:limit]
     results = []
     t0 = time.perf_counter()
     with (
-        tempfile.TemporaryDirectory() as d,
+        tempfile.TemporaryDirectory() as tmp,
         mp.get_context("spawn").Pool(workers, maxtasksperchild=20) as pool,
         open(log, "w") as out,
     ):
+        d = str(cache_dir) if cache_dir else tmp  # a kept cache serves the timm experiments afterwards
         jobs = [(n, s, d, limit_s) for n, s in rows]
         for i, r in enumerate(pool.imap_unordered(_one, jobs), 1):
             results.append(r)
@@ -136,6 +139,7 @@ def main() -> int:
     p.add_argument("--limit-s", type=int, default=60, help="per-model time limit (counted as a failure)")
     p.add_argument("--skip-single", action="store_true", help="only the coverage survey")
     p.add_argument("--out", type=Path, default=HERE / "results.json")
+    p.add_argument("--cache-dir", type=Path, default=None, help="keep the graphs here (default: a temp dir)")
     args = p.parse_args()
     results = {
         "machine": {
@@ -145,7 +149,12 @@ def main() -> int:
         },
         "single": {} if args.skip_single else single_models(args.repeats),
         "coverage": coverage(
-            args.table.resolve(), args.limit, args.workers, args.limit_s, HERE / "coverage.jsonl"
+            args.table.resolve(),
+            args.limit,
+            args.workers,
+            args.limit_s,
+            HERE / "coverage.jsonl",
+            args.cache_dir,
         ),
     }
     args.out.write_text(json.dumps(results, indent=1))

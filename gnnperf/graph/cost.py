@@ -135,6 +135,7 @@ MOVEMENT = set(
         "Identity",
         "Pad",
         "Cast",
+        "CastLike",
         "Tile",
         "ScatterND",
         "ScatterElements",

@@ -20,6 +20,7 @@ import onnx
 from onnx import helper
 
 from gnnperf.errors import GnnperfError
+from gnnperf.graph.sequences import lower_split_sequences
 from gnnperf.graph.shapes import infer_shapes
 
 PROBE_BATCHES = (2, 3, 5)  # two to solve for (coef, const), the third to check
@@ -157,7 +158,7 @@ def build_ir(
         trainable: names of trainable parameters; other parameter inputs count as buffers. ``None`` guesses
             from the names (``running_mean``/``running_var``/``num_batches_tracked`` are buffers).
     """
-    graph = model.graph
+    graph = lower_split_sequences(model).graph
     init_names = {i.name for i in graph.initializer}
     if not model_inputs:
         raise GnnperfError(f"{model_ref}: the ONNX graph has no model input")
