@@ -5,11 +5,16 @@ source adapter (:mod:`gnnperf.data.sources`) and print the import report; with `
 the hardware records they need) go into a sample store. Rerunning adds nothing: rows whose ``sample_id`` is
 already stored are not written again.
 
+``gnnperf data graphs STORE... --cache DIR [--query Q] [--workers N] [--limit-s S] [--json]``: build the
+graphs the stores' samples need into a graph cache, in parallel (see :mod:`gnnperf.data.prebuild`); exit 1 when
+some failed (listed).
+
 Examples::
 
     gnnperf data import timm-benchmark ../shared/external/timm --out datasets/public --limit 100
     gnnperf data import pytorch-gpu-benchmark ../shared/external/ryujaehun-pytorch-gpu-benchmark --json
     gnnperf data import neusight ../shared/external/neusight --out datasets/public
+    gnnperf data graphs datasets/public --cache .cache/graphs --query "mode == 'train'" --workers 2
 """
 
 from __future__ import annotations
@@ -34,6 +39,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     imp.add_argument("--out", metavar="STORE", help="sample store to write to (default: only report)")
     imp.add_argument("--limit", type=int, metavar="N", help="import at most N samples")
     imp.add_argument("--json", action="store_true", help="print the report as JSON")
+    g = sub.add_parser("graphs", help="build the graphs of a store's samples into a graph cache, in parallel")
+    g.add_argument("stores", nargs="+", help="sample store directories")
+    g.add_argument("--cache", required=True, metavar="DIR", help="graph cache directory")
+    g.add_argument("--query", help="pandas query selecting the samples (as in the data config)")
+    g.add_argument("--workers", type=int, default=1, help="worker processes (one torch thread each)")
+    g.add_argument("--limit-s", type=int, default=300, help="time limit per model; over it counts as failed")
+    g.add_argument("--json", action="store_true", help="print one row per graph as JSON lines")
 
 
 def import_source(source: str, path: str, out: str | None = None, limit: int | None = None) -> dict[str, Any]:
@@ -112,7 +124,23 @@ def summary(store: str) -> dict:
     }
 
 
+def _graphs(args: argparse.Namespace) -> int:
+    from gnnperf.data.prebuild import graph_keys, prebuild_graphs
+
+    rows = prebuild_graphs(graph_keys(args.stores, args.query), args.cache, args.workers, args.limit_s)
+    failed = [r for r in rows if not r["ok"]]
+    if args.json:
+        print("\n".join(json.dumps(r) for r in rows))
+    else:
+        print(f"graphs: {len(rows) - len(failed)} of {len(rows)} in {args.cache}")
+        for r in failed:
+            print(f"  {r['model_ref']} at {r['input_shape']}: {r['reason']}")
+    return 1 if failed else 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.action == "graphs":
+        return _graphs(args)
     if args.action == "import":
         result = import_source(args.source, args.path, args.out, args.limit)
         if args.json:

@@ -28,7 +28,7 @@ class PerfDataModule(pl.LightningDataModule):
         split_file: JSON of sample ids per part: loaded when it exists, else written after splitting, so
             a split can be committed and reproduced.
         split_kwargs: extra split options (``val_frac``, ``test_frac``).
-        graph_cache: see :class:`PerfDataset`.
+        graph_cache, query, build_graphs: see :class:`PerfDataset`.
 
     After :meth:`setup`: ``dataset``, ``split`` (row positions per part) and ``stats`` (train-only
     ``feature_stats``) are set.
@@ -47,6 +47,8 @@ class PerfDataModule(pl.LightningDataModule):
         split_file: str | Path | None = None,
         split_kwargs: dict[str, Any] | None = None,
         graph_cache: str | Path | None = None,
+        query: str | None = None,
+        build_graphs: bool = True,
     ) -> None:
         super().__init__()
         self.stores = [str(s) for s in ([stores] if isinstance(stores, (str, Path)) else stores)]
@@ -58,18 +60,29 @@ class PerfDataModule(pl.LightningDataModule):
         self.split_file = Path(split_file) if split_file else None
         self.split_kwargs = dict(split_kwargs or {})
         self.graph_cache = graph_cache
+        self.query = query
+        self.build_graphs = build_graphs
         self.dataset: PerfDataset | None = None
         self.split: dict[str, np.ndarray] | None = None
         self.stats: dict | None = None
 
     def prepare_data(self) -> None:
         # Process once (graphs exported, files written) before any worker loads the processed files.
-        PerfDataset(self.root, self.stores, graph_cache=self.graph_cache)
+        self._dataset()
+
+    def _dataset(self) -> PerfDataset:
+        return PerfDataset(
+            self.root,
+            self.stores,
+            graph_cache=self.graph_cache,
+            query=self.query,
+            build_graphs=self.build_graphs,
+        )
 
     def setup(self, stage: str | None = None) -> None:
         if self.dataset is not None:
             return
-        dataset = PerfDataset(self.root, self.stores, graph_cache=self.graph_cache)
+        dataset = self._dataset()
         samples = dataset.samples
         if self.split_file is not None and self.split_file.exists():
             split = load_split(self.split_file, samples)

@@ -111,6 +111,10 @@ class PerfDataset(Dataset):
         stores: sample store directories; a sample in several stores is taken from the first.
         graph_cache: a :class:`GraphCache` or directory for built graphs; ``None``: ``<store>/graphs``.
         status: sample status to keep (``ok``: rows with a measured time).
+        query: a ``pandas.DataFrame.query`` expression over the sample columns selecting the rows to use
+            (``"num_devices == 1 and mode == 'train'"``); ``None``: all rows.
+        build_graphs: export models whose graph is not in the cache; ``False`` drops their samples instead
+            (for large public tables whose graphs were built beforehand, in parallel).
         transform: PyG transform applied by ``__getitem__``.
         cache_size: most (graph, batch size) entries kept in memory (least recently used go); ``None``: all.
         log: print PyG's "Processing..." lines.
@@ -123,6 +127,8 @@ class PerfDataset(Dataset):
         stores: Sequence[str | Path] | str | Path,
         graph_cache: GraphCache | str | Path | None = None,
         status: str = "ok",
+        query: str | None = None,
+        build_graphs: bool = True,
         transform: Any = None,
         cache_size: int | None = None,
         log: bool = False,
@@ -136,6 +142,8 @@ class PerfDataset(Dataset):
         if missing:
             raise GnnperfError(f"sample store {missing[0]} does not exist")
         self.status = status
+        self.query = query or None
+        self.build_graphs = build_graphs
         self.graph_cache = GraphCache(graph_cache) if isinstance(graph_cache, (str, Path)) else graph_cache
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[int, int], _Entry] = OrderedDict()
@@ -163,6 +171,8 @@ class PerfDataset(Dataset):
             frame = SampleStore(store, readonly=True).read(status=self.status)
             frames.append(frame.assign(store_idx=k))
         samples = pd.concat(frames, ignore_index=True).drop_duplicates("sample_id", keep="first")
+        if self.query:
+            samples = select_samples(samples, self.query)
         total = len(samples)
         dropped: Counter[str] = Counter()
 
@@ -187,15 +197,20 @@ class PerfDataset(Dataset):
         for (ref, shape), store_idx in keys.items():
             cache = self.graph_cache or GraphCache(self.stores[store_idx] / "graphs")
             try:
-                graph = build_graph(ref, tuple(int(d) for d in shape.split(",")), cache=cache)
+                shape_tuple = tuple(int(d) for d in shape.split(","))
+                graph = build_graph(ref, shape_tuple, cache=cache, cached_only=not self.build_graphs)
             except Exception as e:  # exporters fail in many ways; one bad model must not stop the dataset
-                log.warning("graph of %s at %s not built: %s: %s", ref, shape, type(e).__name__, e)
+                # without building, a miss is expected (counted below); a failed export is worth a warning
+                (log.debug if not self.build_graphs else log.warning)(
+                    "graph of %s at %s not built: %s: %s", ref, shape, type(e).__name__, e
+                )
                 continue
             graph_of[(ref, shape)] = len(graphs)
             graphs.append(graph)
         graph_idx = [graph_of.get(k, -1) for k in zip(samples["model_ref"], samples["input_shape"])]
         samples = samples.assign(graph_idx=np.asarray(graph_idx, dtype=np.int64))
-        dropped["graph not built"] += int((samples["graph_idx"] < 0).sum())
+        missing = "graph not built" if self.build_graphs else "graph not in the cache"
+        dropped[missing] += int((samples["graph_idx"] < 0).sum())
         samples = samples[samples["graph_idx"] >= 0]
 
         dropped = +dropped  # keep only positive counts
@@ -264,7 +279,13 @@ class PerfDataset(Dataset):
 
     # -- internals -------------------------------------------------------------------------------------------
     def _compute_fingerprint(self) -> str:
-        parts: list[Any] = [PROCESSED_FORMAT, FEATURE_VERSION, HARDWARE_TABLE_VERSION, self.status]
+        parts: list[Any] = [
+            PROCESSED_FORMAT,
+            FEATURE_VERSION,
+            HARDWARE_TABLE_VERSION,
+            self.status,
+            self.query,
+        ]
         parts.append(os.environ.get(ENV_VAR, ""))
         for store in self.stores:
             files = SampleStore(store, readonly=True).shards() + sorted((store / "hardware").glob("*.json"))
@@ -344,6 +365,17 @@ class PerfDataset(Dataset):
                 entry.base = base  # x and edge_attr depend on the batch size only, u and agg on the workload
         u, agg = entry.extras[workload]
         return entry.base, u, agg
+
+
+def select_samples(samples: pd.DataFrame, query: str) -> pd.DataFrame:
+    """The rows of ``samples`` that ``query`` (a ``DataFrame.query`` expression) selects; a bad one is a user error."""
+    try:
+        selected = samples.query(query)
+    except Exception as e:  # pandas raises many types for a bad expression
+        raise GnnperfError(f"bad sample query {query!r}: {type(e).__name__}: {e}") from None
+    if not isinstance(selected, pd.DataFrame):
+        raise GnnperfError(f"bad sample query {query!r}: it does not select rows")
+    return selected
 
 
 def graph_features(graph: OpGraph, workload: Workload) -> tuple[PerfData, torch.Tensor, torch.Tensor]:

@@ -67,6 +67,7 @@ def build_graph(
     cache: GraphCache | None = None,
     shallow: bool | None = None,
     export_batch: int = EXPORT_BATCH,
+    cached_only: bool = False,
 ) -> OpGraph:
     """The OpGraph of a model reference, from the cache when present.
 
@@ -76,6 +77,7 @@ def build_graph(
         cache: where graphs persist; ``None`` disables caching.
         shallow: export two blocks and repeat them (``None``: only for stacks deeper than ``SHALLOW_ABOVE``).
         export_batch: batch of the example input used for tracing (tests compare two of them).
+        cached_only: never export; a graph missing from ``cache`` raises :class:`GnnperfError`.
     """
     spec = resolve(ref) if isinstance(ref, str) else ref
     depth = spec.num_layers
@@ -93,6 +95,9 @@ def build_graph(
     key = GraphCache.key(ident, shape, exporter) + ("-shallow" if use_shallow else "") + f"-b{export_batch}"
     if cache is not None and (hit := cache.get(key)) is not None:
         return hit
+    if cached_only:
+        where = cache.root if cache is not None else "(no cache given)"
+        raise GnnperfError(f"graph of {spec.ref} at {','.join(map(str, shape))} is not in the cache {where}")
     if spec.input_kind != "onnx":
         exported = export_model(spec, shape, exporter, 2 if use_shallow else None, export_batch)
     graph = build_ir(

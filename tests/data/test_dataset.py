@@ -18,6 +18,7 @@ from gnnperf.data.schema import sample_id
 from gnnperf.data.splits import load_split
 from gnnperf.data.stats import feature_stats
 from gnnperf.data.store import SampleStore
+from gnnperf.errors import GnnperfError
 from gnnperf.graph.features import EDGE_FEATURES, FEATURE_VERSION, GRAPH_FEATURES, NODE_FEATURES
 from gnnperf.hardware.table import get_spec, spec_to_dict
 from gnnperf.hardware.vector import HARDWARE_FEATURES
@@ -250,3 +251,41 @@ def test_datamodule_yields_the_batch_format(built) -> None:
         assert np.array_equal(again.split[part], dm.split[part])
     assert np.array_equal(load_split(split_file, ds.samples)["test"], dm.split["test"])
     assert math.isfinite(float(dm.stats["agg"][0].sum()))
+
+
+def test_query_selects_rows_and_is_part_of_the_fingerprint(built) -> None:
+    ds, _, _, tmp = built
+    query = f"hardware == '{DEVICES[0]}' and timed != 'h2d+fwd+bwd'"
+    sub = PerfDataset(tmp / "query_root", [tmp / "store"], graph_cache=tmp / "graphs", query=query)
+    expected = ds.samples.query(query)
+    assert len(sub) == len(expected) > 0
+    assert set(sub.samples["sample_id"]) == set(expected["sample_id"])
+    other = PerfDataset(tmp / "query_root", [tmp / "store"], graph_cache=tmp / "graphs")
+    assert len(other) == len(ds)  # same root, no query: reprocessed, not the filtered files
+
+
+def test_bad_query_is_a_user_error(built) -> None:
+    _, _, _, tmp = built
+    with pytest.raises(GnnperfError, match="bad sample query"):
+        PerfDataset(tmp / "bad_root", [tmp / "store"], graph_cache=tmp / "graphs", query="no_such_column > 1")
+
+
+def test_without_building_only_cached_graphs_are_used(built, monkeypatch) -> None:
+    ds, _, _, tmp = built
+    monkeypatch.setattr(dataset_module, "build_graph", _no_export(dataset_module.build_graph))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        cached = PerfDataset(tmp / "c_root", [tmp / "store"], graph_cache=tmp / "graphs", build_graphs=False)
+        empty = tmp / "empty_graphs"
+        with pytest.raises(GnnperfError, match="no usable"):
+            PerfDataset(tmp / "e_root", [tmp / "store"], graph_cache=empty, build_graphs=False)
+    assert len(cached) == len(ds)  # the module's dataset filled the cache
+    assert any("graph not in the cache" in str(w.message) for w in caught)
+
+
+def _no_export(real):
+    def guarded(ref, shape, **kw):
+        assert kw.get("cached_only"), "the dataset asked for an export"
+        return real(ref, shape, **kw)
+
+    return guarded

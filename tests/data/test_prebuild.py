@@ -1,0 +1,44 @@
+"""Graphs built ahead of the dataset, in worker processes, into a cache the dataset then only reads."""
+
+from __future__ import annotations
+
+import json
+
+from gnnperf.cli import main
+from gnnperf.data.dataset import PerfDataset
+from gnnperf.data.prebuild import graph_keys, prebuild_graphs
+from tests.data.test_dataset import BROKEN, DEVICES, REFS, _row, _write_store
+
+
+def _store(tmp_path):
+    rows = [_row(ref, b, DEVICES[0], 1.0 + b + i) for i, ref in enumerate(REFS[:2]) for b in (2, 4)]
+    rows.append(_row(BROKEN, 2, DEVICES[0], 3.0))
+    rows.append(_row(REFS[2], 2, DEVICES[0], 2.0, mode="infer", timed="fwd", optimizer="none"))
+    _write_store(tmp_path / "store", rows)
+    return tmp_path / "store"
+
+
+def test_keys_are_distinct_graphs_after_the_query(tmp_path):
+    store = _store(tmp_path)
+    keys = graph_keys([store])
+    assert len(keys) == 4 and keys == sorted(keys)
+    assert len(graph_keys([store], "mode == 'infer'")) == 1
+
+
+def test_prebuilt_cache_serves_a_dataset_that_does_not_build(tmp_path):
+    store = _store(tmp_path)
+    rows = prebuild_graphs(graph_keys([store], "mode == 'train'"), tmp_path / "graphs", workers=2)
+    by_ref = {r["model_ref"]: r for r in rows}
+    assert not by_ref[BROKEN]["ok"] and by_ref[BROKEN]["reason"]
+    assert sum(r["ok"] for r in rows) == 2
+    ds = PerfDataset(tmp_path / "root", [store], graph_cache=tmp_path / "graphs", build_graphs=False)
+    assert len(ds) == 4 and ds.meta["dropped"] == {"graph not in the cache": 2}  # broken + infer
+
+
+def test_cli_reports_failures_and_exits_1(tmp_path, capsys):
+    store = _store(tmp_path)
+    rc = main(["data", "graphs", str(store), "--cache", str(tmp_path / "g"), "--json"])
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert rc == 1 and len(rows) == 4 and [r["model_ref"] for r in rows if not r["ok"]] == [BROKEN]
+    rc = main(["data", "graphs", str(store), "--cache", str(tmp_path / "g"), "--query", "mode == 'infer'"])
+    assert rc == 0 and "graphs: 1 of 1" in capsys.readouterr().out
