@@ -114,7 +114,16 @@ def _diff_symbolic(g, x, n, dim, prepend, append):
     )
 
 
+def _uniform_symbolic(g, x, low, high, generator):
+    """In-place ``uniform_`` (Switch Transformers' router jitter in training), which the exporter lacks."""
+    from torch.onnx import symbolic_helper as sh
+
+    low_f, high_f = sh._get_const(low, "f", "from"), sh._get_const(high, "f", "to")
+    return g.op("RandomUniformLike", x, low_f=low_f, high_f=high_f)
+
+
 torch.onnx.register_custom_op_symbolic("aten::diff", _diff_symbolic, OPSET)
+torch.onnx.register_custom_op_symbolic("aten::uniform", _uniform_symbolic, OPSET)
 
 
 def _torchscript(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.ModelProto:

@@ -77,14 +77,22 @@ def infer_shapes(model: onnx.ModelProto, batch_inputs: dict[str, int], batch_siz
         ins = [i for i in node.input if i]
         is_shape = node.op_type in SHAPE_OPS and ins and ins[0] in types
         if node.op_type == "Constant" or is_shape or (ins and all(i in static for i in ins)):
-            results = _evaluate(node, ins, types, static, opsets)
-            for name, value in zip(node.output, results):
-                value = np.asarray(value)
-                static[name] = value
-                types[name] = helper.make_tensor_type_proto(
-                    helper.np_dtype_to_tensor_dtype(value.dtype), value.shape
-                )
-            continue
+            try:
+                results = _evaluate(node, ins, types, static, opsets)
+            except GnnperfError:
+                if node.op_type == "Constant" or is_shape:
+                    raise
+                # ONNX's reference kernels do not cover every op and broadcast case (BERT's gather of its
+                # token-type buffer); the outputs are then typed by inference below and not kept as values
+                results = None
+            if results is not None:
+                for name, value in zip(node.output, results):
+                    value = np.asarray(value)
+                    static[name] = value
+                    types[name] = helper.make_tensor_type_proto(
+                        helper.np_dtype_to_tensor_dtype(value.dtype), value.shape
+                    )
+                continue
         try:
             schema = defs.get_schema(node.op_type, opsets.get(node.domain, 17), node.domain)
             in_types = {i: types[i] for i in ins if i in types}

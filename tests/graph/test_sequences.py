@@ -47,3 +47,26 @@ def test_lowered_model_is_valid_onnx_after_lowering():
 
     model = lower_split_sequences(_split_model([4, 6], [1, 0], ["batch", 10, 4]))
     onnx.checker.check_model(model, full_check=True)
+
+
+def test_shape_computation_the_reference_kernels_fail_on_is_typed_by_inference(monkeypatch):
+    import gnnperf.graph.shapes as shapes
+
+    def failing(node, opsets):
+        raise RuntimeError("no reference kernel")
+
+    monkeypatch.setattr(shapes, "_reference_op", lambda node, opsets: type("K", (), {"run": failing})())
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.zeros((1, 6), np.int64))),
+        helper.make_node("Neg", ["c"], ["n"]),  # all-static input: evaluated, which fails here
+        helper.make_node("Relu", ["x"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    inferred = shapes.infer_shapes(model, {"x": 0}, 3)
+    assert inferred.shape("n") == (1, 6) and "n" not in inferred.static
