@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
+# Trained on every real source (experiments/all_sources); its model card sits beside it.
+SHIPPED_CHECKPOINT = Path(__file__).parent / "predictor" / "shipped" / "predictor.ckpt"
 
 
 def save_predictor(module, path: str | Path, **extra: Any) -> Path:
@@ -65,11 +67,17 @@ class Predictor:
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | None = None) -> Predictor:
-        """Load a predictor; ``None`` takes ``$GNNPERF_CHECKPOINT``. Mismatches raise :class:`GnnperfError`."""
+        """Load a predictor; ``None`` takes ``$GNNPERF_CHECKPOINT``, else the shipped one.
+
+        Raises:
+            GnnperfError: no checkpoint, or one from another feature version or hardware table.
+        """
         from gnnperf.errors import GnnperfError
         from gnnperf.predictor.checkpoint import load_model
 
         path = path or os.environ.get(DEFAULT_CHECKPOINT_ENV)
+        if not path and SHIPPED_CHECKPOINT.exists():
+            path = SHIPPED_CHECKPOINT
         if not path:
             raise GnnperfError(
                 f"no checkpoint: pass --checkpoint PATH or set {DEFAULT_CHECKPOINT_ENV} (train one with gnnperf-train)"

@@ -28,6 +28,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     module = PerfModule.load(cfg.checkpoint)
     dm = instantiate(cfg.data)
     dm.setup()
+    dm.dataset.index_devices(module.hparams["devices"])  # the checkpoint's embeddings, by device name
     if len(dm.split["test"]) == 0:
         raise GnnperfError(f"the test part of split '{cfg.split.name}' is empty")
     trainer = instantiate(cfg.trainer, logger=False, callbacks=[])

@@ -253,7 +253,7 @@ class PerfDataset(Dataset):
         data = copy.copy(base)  # shallow: the cached tensors are shared, the cached Data is not mutated
         data.u, data.agg = u, agg
         data.hw = self._hw[hw_id : hw_id + 1]
-        data.hw_id = torch.tensor([hw_id], dtype=torch.long)
+        data.hw_id = torch.tensor([int(self._embedding_id[idx])], dtype=torch.long)
         data.y = torch.tensor([self._y[idx]], dtype=torch.float32)
         data.batch_size = torch.tensor([bs], dtype=torch.long)
         for name, values in self._strings.items():
@@ -261,6 +261,15 @@ class PerfDataset(Dataset):
         return data
 
     # -- public helpers ------------------------------------------------------------------------------------
+    def index_devices(self, devices: Sequence[str]) -> None:
+        """Make ``hw_id`` index ``devices`` (a trained model's device list; -1 where absent) instead of ours.
+
+        A checkpoint's learned device embeddings are ordered by the device list of the data it was trained on;
+        scoring it on other data must look its devices up by name, and predict the rest from their specs.
+        """
+        position = {d: i for i, d in enumerate(devices)}
+        self._embedding_id = np.array([position.get(d, -1) for d in self.samples["hardware"]], dtype=np.int64)
+
     def workload(self, idx: int) -> Workload:
         return self._workloads[idx]
 
@@ -342,6 +351,7 @@ class PerfDataset(Dataset):
         self._hw = torch.from_numpy(np.stack(vectors)).float()
         self._graph_idx = self.samples["graph_idx"].to_numpy(np.int64)
         self._hw_id = self.samples["hw_id"].to_numpy(np.int64)
+        self._embedding_id = self._hw_id  # see index_devices
         self._batch = self.samples["batch_size"].to_numpy(np.int64)
         self._y = self.samples["iteration_time_ms"].to_numpy(np.float64)
         self._workloads = [workload_from_row(r) for r in self.samples.to_dict("records")]

@@ -10,6 +10,7 @@ row. Splits depend only on the table's content and the seed (groups are sorted b
 | ``holdout_model`` | models (``model_ref``): chunk ``fold`` of the shuffled models, ``test_frac`` of them | ``val_frac`` of the models, from the rest |
 | ``holdout_family`` | families ``fold::num_folds`` of the sorted family list | ``val_frac`` of the remaining models |
 | ``holdout_hardware`` | device ``fold`` of the sorted device list | ``val_frac`` of the models, on the other devices |
+| ``holdout_column`` | rows whose ``column`` is one of ``values`` (``source``: train on CNN tables, test on transformers) | ``val_frac`` of the other models |
 """
 
 from __future__ import annotations
@@ -133,6 +134,31 @@ def holdout_family(
             f"{len(families)} ({', '.join(families)})"
         )
     test = _rows(samples, "family", test_families)
+    rest = np.setdiff1d(np.arange(len(samples)), test)
+    train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+    return {"train": train, "val": val, "test": test}
+
+
+@register_split("holdout_column")
+def holdout_column(
+    samples: pd.DataFrame,
+    seed: int,
+    fold: int,
+    num_folds: int,
+    column: str = "source",
+    values: list[str] | None = None,
+    val_frac: float = 0.1,
+) -> dict[str, np.ndarray]:
+    """Rows whose ``column`` is in ``values`` are the test part (``fold``/``num_folds`` unused)."""
+    if column not in samples.columns:
+        raise GnnperfError(f"holdout_column: no column {column!r}{suggest(column, list(samples.columns))}")
+    present = set(samples[column].astype(str))
+    missing = [v for v in values or [] if v not in present]
+    if not values or missing:
+        raise GnnperfError(
+            f"holdout_column: values {missing or values} not in column {column!r} (it has {sorted(present)[:10]})"
+        )
+    test = _rows(samples, column, np.asarray(values))
     rest = np.setdiff1d(np.arange(len(samples)), test)
     train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
     return {"train": train, "val": val, "test": test}

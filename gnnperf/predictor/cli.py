@@ -29,7 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timed", choices=["fwd+bwd+opt", "fwd+bwd", "fwd"], help="what the time covers (default by mode)"
     )
     parser.add_argument("--optimizer", choices=["sgd", "adam", "adamw", "none"])
-    parser.add_argument("--checkpoint", help="predictor checkpoint (default: $GNNPERF_CHECKPOINT)")
+    parser.add_argument(
+        "--checkpoint",
+        help="predictor checkpoint (default: $GNNPERF_CHECKPOINT, else the shipped one; see its MODEL_CARD.md)",
+    )
     parser.add_argument(
         "--breakdown",
         type=int,

@@ -289,3 +289,14 @@ def _no_export(real):
         return real(ref, shape, **kw)
 
     return guarded
+
+
+def test_index_devices_looks_embeddings_up_by_name(built) -> None:
+    import copy
+
+    ds = copy.copy(built[0])  # the module's dataset stays as it is
+    ds.index_devices([DEVICES[1], "some-other-gpu"])
+    for i in range(len(ds)):
+        data, hardware = ds[i], ds.samples["hardware"].iloc[i]
+        assert int(data.hw_id) == (0 if hardware == DEVICES[1] else -1)
+        assert torch.equal(data.hw, built[0][i].hw)  # the spec vector is still the sample's own device

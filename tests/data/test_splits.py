@@ -11,6 +11,7 @@ from gnnperf.errors import GnnperfError
 
 FAMILIES = ["mlp", "resnet", "vgg", "vit"]
 DEVICES = ["a100-sxm4-40gb", "cpu-intel-xeon-1t", "rtx-3090"]
+KWARGS = {"holdout_column": {"column": "family", "values": ["vgg", "vit"]}}  # splits needing options
 
 
 def table(families=FAMILIES, devices=DEVICES, models_per_family: int = 4) -> pd.DataFrame:
@@ -33,15 +34,15 @@ def groups(df: pd.DataFrame, split: dict, column: str) -> dict[str, set]:
 @pytest.mark.parametrize("name", sorted(SPLITS))
 def test_every_split_is_disjoint_covering_and_seeded(name: str) -> None:
     df = table()
-    split = make_split(name, df, seed=3, fold=1)
+    split = make_split(name, df, seed=3, fold=1, **KWARGS.get(name, {}))
     together = np.concatenate([split[p] for p in PARTS])
     assert all(len(split[p]) > 0 for p in PARTS)
     assert len(together) == len(df) and set(together) == set(range(len(df)))
-    again = make_split(name, df, seed=3, fold=1)
+    again = make_split(name, df, seed=3, fold=1, **KWARGS.get(name, {}))
     assert all(np.array_equal(split[p], again[p]) for p in PARTS)
     # The split depends on the content, not on the row order.
     shuffled = df.sample(frac=1.0, random_state=0).reset_index(drop=True)
-    moved = make_split(name, shuffled, seed=3, fold=1)
+    moved = make_split(name, shuffled, seed=3, fold=1, **KWARGS.get(name, {}))
     if name != "random":  # random permutes rows; the grouped splits permute sorted groups
         for p in PARTS:
             assert set(shuffled.sample_id[moved[p]]) == set(df.sample_id[split[p]])
@@ -90,6 +91,17 @@ def test_holdout_hardware_leaves_one_device_out() -> None:
         assert not models["train"] & models["val"]
     with pytest.raises(GnnperfError, match="only 3 device"):
         make_split("holdout_hardware", df, fold=3)
+
+
+def test_holdout_column_tests_the_named_values() -> None:
+    df = table()
+    split = make_split("holdout_column", df, seed=0, **KWARGS["holdout_column"])
+    families = groups(df, split, "family")
+    assert families["test"] == {"vgg", "vit"} and not families["train"] & {"vgg", "vit"}
+    with pytest.raises(GnnperfError, match="no column 'famly'.*did you mean: family"):
+        make_split("holdout_column", df, column="famly", values=["vgg"])
+    with pytest.raises(GnnperfError, match="not in column 'family'"):
+        make_split("holdout_column", df, column="family", values=["gpt"])
 
 
 def test_impossible_splits_raise_clear_errors() -> None:
