@@ -131,7 +131,7 @@ class Predictor:
             from gnnperf.errors import GnnperfError
 
             raise GnnperfError(
-                f"a per-op breakdown needs a checkpoint trained with the additive readout; {self.path} "
+                f"a per-op breakdown needs a checkpoint trained with the additive or roofline readout; {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
         lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])

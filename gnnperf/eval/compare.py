@@ -34,8 +34,8 @@ def compare(
 ) -> dict[str, Any]:
     """Score the GNN's test predictions and each baseline's on the test part of ``dm``.
 
-    Returns ``{"table": DataFrame (rows predictors), "per_family": ..., "per_device": ..., "frames": {...}}``
-    and, with ``out_dir``, writes ``comparison.md``, ``comparison.json``, per-family/per-device CSVs and plots.
+    Returns ``{"table": DataFrame (rows predictors), "per_family", "per_device", "per_source", "frames"}``
+    and, with ``out_dir``, writes ``comparison.md``, ``comparison.json``, per-family/device/source CSVs, plots.
     """
     from gnnperf.baselines.registry import get_baseline
     from gnnperf.eval.metrics import grouped_metrics
@@ -54,7 +54,16 @@ def compare(
     long = stack_predictions(frames)
     per_family = grouped_metrics(long, ["predictor", "family"])
     per_device = grouped_metrics(long, ["predictor", "hardware"])
-    result = {"table": table, "per_family": per_family, "per_device": per_device, "frames": frames}
+    samples = dm.dataset.samples
+    long["source"] = long["sample_id"].map(samples.set_index("sample_id")["source"]).fillna("unknown")
+    per_source = grouped_metrics(long, ["predictor", "source"])
+    result = {
+        "table": table,
+        "per_family": per_family,
+        "per_device": per_device,
+        "per_source": per_source,
+        "frames": frames,
+    }
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -62,6 +71,7 @@ def compare(
         (out / "comparison.json").write_text(json.dumps(_records(table), indent=1))
         per_family.to_csv(out / "per_family.csv")
         per_device.to_csv(out / "per_device.csv")
+        per_source.to_csv(out / "per_source.csv")
         long.to_csv(out / "predictions.csv", index=False)
         if plots:
             from gnnperf.eval.plots import plot_error_cdf, plot_pred_vs_true

@@ -20,7 +20,8 @@ from gnnperf.errors import GnnperfError
 from gnnperf.graph.features import OP_VOCAB
 from gnnperf.predictor.backbones import build
 from gnnperf.predictor.conditioning import HardwareConditioning
-from gnnperf.predictor.readout import AdditiveReadout, build_readout
+from gnnperf.predictor.readout import build_readout
+from gnnperf.predictor.roofline import RooflinePrior
 
 STAT_KEYS = ("x", "edge_attr", "u", "hw", "agg")
 Stats = Mapping[str, Sequence[Tensor]]
@@ -118,6 +119,7 @@ class PerfGNN(nn.Module):
             backbone, hidden, layers, dropout, edge_dim=edge_dim + bidirectional, heads=heads
         )
         self.readout = build_readout(readout, hidden, hidden * (2 if self.use_agg else 1), dropout)
+        self.prior = RooflinePrior() if getattr(self.readout, "needs_prior", False) else None
 
     def set_stats(self, stats: Stats) -> None:
         """Load train-split normalisation statistics ``{key: (mean, std)}`` into the buffers."""
@@ -156,17 +158,20 @@ class PerfGNN(nn.Module):
     def forward(self, batch) -> tuple[Tensor, Tensor | None]:
         """``(log_ms [B], per-node contribution in ms [N] or None)`` for a PyG batch (see issue 4's format)."""
         h, context, node_batch = self._encode(batch)
+        if self.prior is not None:
+            return self.readout(h, context, node_batch, self.prior(batch, node_batch))
         return self.readout(h, context, node_batch)
 
     @torch.no_grad()
     def breakdown(self, batch) -> Breakdown:
         """Per-op predicted ms, per-graph overhead ms and total ms (additive readout only; call ``eval()`` first)."""
-        if not isinstance(self.readout, AdditiveReadout):
+        if not hasattr(self.readout, "parts"):
             raise GnnperfError(
-                "this predictor's readout has no per-op breakdown; train with readout=additive"
+                "this predictor's readout has no per-op breakdown; train with readout=additive or roofline"
             )
         h, context, node_batch = self._encode(batch)
-        log_node, log_overhead = self.readout.parts(h, context, node_batch)
+        prior = (self.prior(batch, node_batch),) if self.prior is not None else ()
+        log_node, log_overhead = self.readout.parts(h, context, node_batch, *prior)
         node_ms, overhead_ms = torch.exp(log_node), torch.exp(log_overhead)
         total_ms = overhead_ms.clone().index_add_(0, node_batch, node_ms)
         return Breakdown(node_ms, overhead_ms, total_ms)

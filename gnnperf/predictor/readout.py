@@ -8,11 +8,18 @@ prediction, in ms.
 
 ``pooled``: sum, mean and max of node states, with the context, through an MLP straight to log ms.
 
-Both return ``(log_ms [B], node_contrib_ms [N] or None)``. Register more with :func:`register_readout`.
+``roofline``: additive, but each op's time is its roofline time on the device (``prior``, from
+:class:`~gnnperf.predictor.roofline.RooflinePrior`) times a learned inefficiency bounded to
+``[1/MAX_FACTOR, MAX_FACTOR]``, plus a learned fixed cost per op (launch, framework); the graph adds a learned
+overhead. The device's speed enters through its data-sheet peak and bandwidth, so unseen devices extrapolate.
+
+All return ``(log_ms [B], node_contrib_ms [N] or None)``; readouts with ``needs_prior = True`` also take the
+per-op log roofline ms. Register more with :func:`register_readout`.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -94,6 +101,34 @@ class PooledReadout(nn.Module):
             dim=-1,
         )
         return self.mlp(torch.cat([self.norm(pooled), context], dim=-1)).squeeze(-1), None
+
+
+@register_readout("roofline")
+class RooflineReadout(nn.Module):
+    """Per-op roofline time x bounded learned factor + learned fixed cost, summed; see the module docstring."""
+
+    needs_prior = True
+    MAX_FACTOR = 100.0
+
+    def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.node_mlp = nn.Sequential(
+            nn.Linear(hidden, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, 2)
+        )
+        self.log_overhead = nn.Linear(context_dim, 1)
+        with torch.no_grad():  # start near: twice the roofline time, about 10 us fixed cost per op
+            self.node_mlp[-1].bias.copy_(torch.tensor([0.7, -11.5]))
+
+    def parts(self, h: Tensor, context: Tensor, batch: Tensor, prior: Tensor) -> tuple[Tensor, Tensor]:
+        """(log ms of each op [N], log ms of each graph's overhead [B])."""
+        factor, fixed = self.node_mlp(h).unbind(-1)
+        bound = math.log(self.MAX_FACTOR)
+        log_node = torch.logaddexp(prior + bound * torch.tanh(factor / bound), fixed.clamp(-25.0, 10.0))
+        return log_node, self.log_overhead(context).squeeze(-1).clamp(-25.0, 10.0)
+
+    def forward(self, h: Tensor, context: Tensor, batch: Tensor, prior: Tensor) -> tuple[Tensor, Tensor]:
+        log_node, log_overhead = self.parts(h, context, batch, prior)
+        return _segment_logsumexp(log_node, batch, log_overhead), torch.exp(log_node)
 
 
 def build_readout(name: str, hidden: int, context_dim: int, dropout: float = 0.0) -> nn.Module:

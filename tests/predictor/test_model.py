@@ -40,7 +40,7 @@ def test_forward_backward(backbone, readout):
     )
     log_ms, contrib = model(batch)
     assert log_ms.shape == (3,) and torch.isfinite(log_ms).all()
-    if readout == "additive":
+    if readout in ("additive", "roofline"):
         assert contrib.shape == (batch.num_nodes,) and (contrib > 0).all()
     else:
         assert contrib is None
@@ -63,6 +63,48 @@ def test_additive_breakdown_sums_to_total():
     torch.testing.assert_close(parts.total_ms, from_target(log_ms), rtol=1e-5, atol=0)
     with pytest.raises(GnnperfError, match="breakdown"):
         small_model(readout="pooled").breakdown(batch)
+
+
+def test_roofline_prior_is_work_over_peak_plus_bytes_over_bandwidth():
+    from gnnperf.graph.features import GRAPH_FEATURES, NODE_FEATURES
+    from gnnperf.hardware import HARDWARE_FEATURES
+    from gnnperf.predictor.roofline import RooflinePrior
+
+    node, graph, hw_names = (
+        [n for n, _ in NODE_FEATURES],
+        [n for n, _ in GRAPH_FEATURES],
+        list(HARDWARE_FEATURES),
+    )
+    g = make_graph(2, seed=0)
+    g.x.zero_()
+    g.x[0, node.index("log_flops")] = np.log1p(4e9)  # 4 GFLOP, nothing moved
+    g.x[1, node.index("log_bytes_read")] = np.log1p(3e6)  # 3 MB read, 1 MB written, no FLOPs
+    g.x[1, node.index("log_bytes_written")] = np.log1p(1e6)
+    g.u.zero_()
+    g.u[0, graph.index("precision=amp_fp16")] = 1.0
+    g.u[0, graph.index("timed=fwd+bwd+opt")] = 1.0
+    g.hw.zero_()  # no fp16 tensor peak: the fp32 one is used
+    g.hw[0, hw_names.index("log1p_peak_fp32_tflops")] = np.log1p(20.0)
+    g.hw[0, hw_names.index("log1p_mem_bandwidth_gbs")] = np.log1p(500.0)
+    ms = torch.exp(RooflinePrior()(g, torch.zeros(2, dtype=torch.long)))
+    # x3 for forward + backward: 4e9 * 3 / 20e12 s = 0.6 ms; 4e6 * 3 / 500e9 s = 0.024 ms
+    torch.testing.assert_close(ms, torch.tensor([0.6, 0.024]), rtol=1e-4, atol=1e-6)
+    g.hw[0, hw_names.index("log1p_peak_fp16_tensor_tflops")] = np.log1p(80.0)
+    ms = torch.exp(RooflinePrior()(g, torch.zeros(2, dtype=torch.long)))
+    torch.testing.assert_close(ms[0], torch.tensor(0.15), rtol=1e-4, atol=1e-6)
+
+
+def test_roofline_readout_is_faster_on_a_faster_device():
+    g = make_graph(10, seed=4)
+    fast = g.clone()
+    fast.hw = g.hw.clone()
+    fast.hw[0] = g.hw[0] + 2.0  # every peak and the bandwidth larger (log1p scale)
+    model = small_model(readout="roofline", stats=stats_of([g])).eval()
+    torch.nn.init.zeros_(model.conditioning.film.weight)  # untrained FiLM: the factors ignore the device
+    with torch.no_grad():
+        slow_ms, _ = model(Batch.from_data_list([g]))
+        fast_ms, _ = model(Batch.from_data_list([fast]))
+    assert fast_ms < slow_ms
 
 
 def test_hardware_vector_changes_prediction_and_op_costs():

@@ -1,0 +1,71 @@
+"""The roofline time of every op, from the raw (unstandardised) node, workload and hardware features.
+
+A GNN that learns how time depends on the device from three or four training GPUs extrapolates badly to a
+faster one (the A100 beside TITANs): nothing in an MLP over spec features says that twice the FLOP/s halves a
+compute-bound op. The ``roofline`` readout therefore predicts each op's time as its roofline time on the
+device, ``(work * flops / peak + work * bytes / bandwidth)``, times a learned, bounded inefficiency, plus a learned
+fixed cost per op. The device enters through its data-sheet numbers first, so an unseen GPU is predicted by
+physics, corrected by what the GNN learned (the NeuSight idea of predicting utilisation instead of time).
+
+This recomputes in torch what :mod:`gnnperf.baselines.registry` computes in numpy for the roofline baseline:
+the baseline works on plain arrays, the readout on batches inside the autograd graph.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from gnnperf.graph.features import GRAPH_FEATURES, NODE_FEATURES
+from gnnperf.hardware.vector import HARDWARE_FEATURES
+
+# Forward + backward is about three forward passes of work (as in the baselines).
+_WORK = {"fwd": 1.0, "fwd+bwd": 3.0, "fwd+bwd+opt": 3.0}
+# Which peak a precision runs at; a device without that number falls back to its FP32 peak.
+_PEAK = {
+    "fp32": "log1p_peak_fp32_tflops",
+    "tf32": "log1p_peak_fp32_tflops",
+    "amp_fp16": "log1p_peak_fp16_tensor_tflops",
+    "fp16": "log1p_peak_fp16_tensor_tflops",
+    "amp_bf16": "log1p_peak_bf16_tflops",
+    "bf16": "log1p_peak_bf16_tflops",
+    "fp64": "log1p_peak_fp64_tflops",
+}
+
+
+def _index(names: list[str], name: str) -> int:
+    return names.index(name)
+
+
+class RooflinePrior(nn.Module):
+    """``forward(batch) -> log ms [N]``: each op's roofline time on its graph's device and workload."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        node, graph = ([n for n, _ in f] for f in (NODE_FEATURES, GRAPH_FEATURES))
+        hw = list(HARDWARE_FEATURES)
+        self.i_flops = _index(node, "log_flops")
+        self.i_bytes = [_index(node, "log_bytes_read"), _index(node, "log_bytes_written")]
+        self.i_bandwidth = _index(hw, "log1p_mem_bandwidth_gbs")
+        self.i_fp32 = _index(hw, "log1p_peak_fp32_tflops")
+        precisions = [n.split("=", 1)[1] for n in graph if n.startswith("precision=")]
+        self.i_precision = [_index(graph, f"precision={p}") for p in precisions]
+        self.register_buffer("peak_column", torch.tensor([_index(hw, _PEAK[p]) for p in precisions]))
+        timed = [n.split("=", 1)[1] for n in graph if n.startswith("timed=")]
+        self.i_timed = [_index(graph, f"timed={t}") for t in timed]
+        self.register_buffer("work", torch.tensor([_WORK[t] for t in timed]))
+
+    def forward(self, batch, node_batch: Tensor) -> Tensor:
+        x, u, hw = batch.x, batch.u, batch.hw
+        precision = u[:, self.i_precision].argmax(dim=1)
+        peak_tflops = torch.expm1(hw.gather(1, self.peak_column[precision].unsqueeze(1)).squeeze(1))
+        peak_tflops = torch.where(peak_tflops > 0, peak_tflops, torch.expm1(hw[:, self.i_fp32]))
+        bandwidth_gbs = torch.expm1(hw[:, self.i_bandwidth])
+        work = self.work[u[:, self.i_timed].argmax(dim=1)]
+        # ms per FLOP and per byte of each graph's device; a spec without a number gets a neutral large rate
+        ms_per_flop = work / (peak_tflops.clamp_min(1e-3) * 1e9)
+        ms_per_byte = work / (bandwidth_gbs.clamp_min(1e-3) * 1e6)
+        flops = torch.expm1(x[:, self.i_flops]).clamp_min(0.0)
+        moved = torch.expm1(x[:, self.i_bytes]).clamp_min(0.0).sum(dim=1)
+        roof_ms = flops * ms_per_flop[node_batch] + moved * ms_per_byte[node_batch]
+        return torch.log(roof_ms + 1e-7)  # 0.1 ns floor: ops without cost keep a finite log
