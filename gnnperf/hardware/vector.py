@@ -10,6 +10,7 @@ the same vector, and an unseen device is embedded from its data sheet. Missing v
 | log1p_peak_fp16_tensor_tflops | log(1 + dense FP16 tensor/matrix TFLOP/s) |
 | log1p_peak_bf16_tflops | log(1 + dense BF16 TFLOP/s) |
 | log1p_peak_fp64_tflops | log(1 + FP64 TFLOP/s) |
+| log1p_peak_tf32_tflops | log(1 + dense TF32 tensor TFLOP/s): half the FP16 tensor rate on NVIDIA Ampere and later, else 0 |
 | log1p_mem_bandwidth_gbs | log(1 + memory bandwidth GB/s) (CPU: measured copy) |
 | log1p_memory_gb | log(1 + device memory GB) |
 | log1p_l2_cache_mb | log(1 + L2 / last-level cache MB) |
@@ -68,6 +69,7 @@ HARDWARE_FEATURES: list[str] = [
     *(f"vendor_{v}" for v in _VENDORS),
     "isa_avx512",
     "isa_bf16",
+    "log1p_peak_tf32_tflops",
 ]
 
 
@@ -78,6 +80,18 @@ def _log1p(value: float | None, scale: float = 1.0) -> float:
 def _ridge(tflops: float | None, bandwidth_gbs: float | None) -> float:
     """log1p of FLOP per byte at the roofline ridge; 0 when either side is unknown."""
     return _log1p(tflops * 1e3 / bandwidth_gbs) if tflops and bandwidth_gbs else 0.0
+
+
+# NVIDIA generations whose tensor cores run TF32, at half their dense FP16 rate (A100 156 of 312, RTX 3090
+# 35.6 of 71, H100 SXM 495 of 989 TFLOP/s).
+TF32_GENERATIONS = ("ampere", "ada", "hopper", "blackwell")
+
+
+def peak_tf32_tflops(spec: HardwareSpec) -> float | None:
+    """Dense TF32 tensor TFLOP/s of ``spec`` (None where the device has no TF32 tensor mode)."""
+    if spec.vendor == "nvidia" and spec.generation in TF32_GENERATIONS and spec.peak_fp16_tensor_tflops:
+        return spec.peak_fp16_tensor_tflops / 2
+    return None
 
 
 def hardware_vector(spec: HardwareSpec) -> np.ndarray:
@@ -97,5 +111,6 @@ def hardware_vector(spec: HardwareSpec) -> np.ndarray:
         *(float(spec.vendor == v) for v in _VENDORS),
         float("avx512f" in isa),
         float(bool(isa & {"avx512_bf16", "amx", "bf16"})),
+        _log1p(peak_tf32_tflops(spec)),
     ]
     return np.asarray(values, dtype=np.float32)

@@ -24,7 +24,7 @@ _WORK = {"fwd": 1.0, "fwd+bwd": 3.0, "fwd+bwd+opt": 3.0}
 # Which peak a precision runs at; a device without that number falls back to its FP32 peak.
 _PEAK = {
     "fp32": "log1p_peak_fp32_tflops",
-    "tf32": "log1p_peak_fp32_tflops",
+    "tf32": "log1p_peak_tf32_tflops",
     "amp_fp16": "log1p_peak_fp16_tensor_tflops",
     "fp16": "log1p_peak_fp16_tensor_tflops",
     "amp_bf16": "log1p_peak_bf16_tflops",

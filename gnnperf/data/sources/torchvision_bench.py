@@ -12,7 +12,9 @@ then between ``torch.cuda.synchronize()`` calls run
   (the copy of the input is inside this loop's timed region too).
 
 Precision from the name: ``float``/``single`` = fp32, ``half`` = model and input ``.half()`` (pure fp16,
-not autocast), ``double`` = fp64. ``_N_gpus_`` files ran ``nn.DataParallel`` over N GPUs with a total
+not autocast), ``double`` = fp64. The A100 ran NGC PyTorch 20.10 (PyTorch 1.7), whose defaults compute fp32
+convolutions and matmuls in TF32 on Ampere (``allow_tf32`` was on for both until 1.12): its float files are
+``tf32``, which is what the GPU executed. ``_N_gpus_`` files ran ``nn.DataParallel`` over N GPUs with a total
 batch of 12 x N: such a sample has ``num_devices=N`` and ``batch_size=12``, the batch per device.
 
 Hardware comes from the GPU folder; software from the folder's ``system_info.txt`` as summarised in
@@ -54,6 +56,7 @@ SOFTWARE = {
     "2080ti(2)": "torch=1.4+cu10.0+cudnn7600",
     "2080TI": "torch=unknown+results-2080TI",
 }
+TF32_BY_DEFAULT = ("dgx-a100",)  # Ampere with PyTorch 1.7-1.11 defaults: fp32 math ran as TF32
 _CODE_2018 = "+code-2018"  # the 20-iteration, 15-model files of results/2080TI
 _PRECISIONS = {"float": "fp32", "single": "fp32", "half": "fp16", "double": "fp64"}
 _NEW_RE = re.compile(
@@ -85,6 +88,8 @@ def parse_file(file: Path) -> dict[str, Any]:
     if folder not in SOFTWARE:
         raise ValueError(f"no software versions known for folder '{folder}' (known: {', '.join(SOFTWARE)})")
     software = SOFTWARE[folder]
+    if precision == "fp32" and folder in TF32_BY_DEFAULT:
+        precision = "tf32"
     if old:
         software += _CODE_2018 + (f"+gpu{m['card']}" if m["card"] else "")
     num_devices = 1 if old else int(m["n"])
