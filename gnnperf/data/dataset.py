@@ -294,7 +294,11 @@ class PerfDataset(Dataset):
             HARDWARE_TABLE_VERSION,
             self.status,
             self.query,
+            self.build_graphs,
         ]
+        if not self.build_graphs:  # what the cache holds decides which samples stay: a new graph is new data
+            roots = [self.graph_cache.root] if self.graph_cache else [s / "graphs" for s in self.stores]
+            parts.append([sorted(p.name for p in Path(r).glob("*.json.gz")) for r in roots])
         parts.append(os.environ.get(ENV_VAR, ""))
         for store in self.stores:
             files = SampleStore(store, readonly=True).shards() + sorted((store / "hardware").glob("*.json"))

@@ -33,6 +33,9 @@ def test_prebuilt_cache_serves_a_dataset_that_does_not_build(tmp_path):
     assert sum(r["ok"] for r in rows) == 2
     ds = PerfDataset(tmp_path / "root", [store], graph_cache=tmp_path / "graphs", build_graphs=False)
     assert len(ds) == 4 and ds.meta["dropped"] == {"graph not in the cache": 2}  # broken + infer
+    prebuild_graphs(graph_keys([store], "mode == 'infer'"), tmp_path / "graphs")
+    ds = PerfDataset(tmp_path / "root", [store], graph_cache=tmp_path / "graphs", build_graphs=False)
+    assert len(ds) == 5  # the cache gained a graph: reprocessed
 
 
 def test_cli_reports_failures_and_exits_1(tmp_path, capsys):
