@@ -12,6 +12,7 @@ import statistics
 from collections import defaultdict
 from pathlib import Path
 
+import pandas as pd
 import yaml
 
 
@@ -27,7 +28,16 @@ def main() -> None:
         params = dict(o.split("=", 1) for o in overrides if "=" in o)
         metrics = json.loads(metrics_file.read_text())
         comparison = json.loads((metrics_file.parent / "comparison.json").read_text())
-        jobs.append({"job": int(metrics_file.parent.name), "overrides": params, "test": comparison})
+        job = {"job": int(metrics_file.parent.name), "overrides": params, "test": comparison}
+        for name in (
+            "per_device",
+            "per_family",
+            "per_source",
+        ):  # what the test part held, and per-group scores
+            table = metrics_file.parent / f"{name}.csv"
+            if table.exists():
+                job[name] = pd.read_csv(table).round(4).to_dict(orient="records")
+        jobs.append(job)
     groups: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for job in jobs:
         key = ",".join(f"{g}={job['overrides'].get(g, '')}" for g in args.group) or "all"
