@@ -1,0 +1,53 @@
+"""The shipped predictor: used when no checkpoint is given, documented by its model card."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+import pytest
+
+import gnnperf.predict as predict_module
+from gnnperf.errors import GnnperfError
+from gnnperf.graph.features import FEATURE_VERSION
+from gnnperf.predict import SHIPPED_CHECKPOINT, Predictor, Query
+
+
+def test_shipped_checkpoint_loads_and_has_a_model_card():
+    predictor = Predictor.from_checkpoint(SHIPPED_CHECKPOINT)
+    card = (SHIPPED_CHECKPOINT.parent / "MODEL_CARD.md").read_text()
+    assert f"FEATURE_VERSION {FEATURE_VERSION}" in card
+    assert all(device in card for device in predictor.devices)  # the card lists every device it has seen
+
+
+def test_predict_without_checkpoint_uses_the_shipped_one():
+    env = {k: v for k, v in os.environ.items() if k != predict_module.DEFAULT_CHECKPOINT_ENV}
+    cmd = [sys.executable, "-m", "gnnperf.cli", "predict", "timm:resnet50", "--hardware", "a100-sxm4-40gb"]
+    res = subprocess.run(
+        [*cmd, "--batch-size", "64", "--precision", "amp_fp16", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    row = json.loads(res.stdout)
+    lo, hi = row["interval_ms"]
+    assert math.isfinite(row["iteration_time_ms"]) and 0 < lo <= row["iteration_time_ms"] <= hi
+    assert row["checkpoint"] == str(SHIPPED_CHECKPOINT)
+
+
+def test_a_device_only_in_the_table_is_predicted_from_its_specs():
+    predictor = Predictor.from_checkpoint(None)
+    unseen = next(d for d in ("h100-sxm", "h100-pcie", "l40s") if d not in predictor.devices)
+    (row,) = predictor.predict(Query("torchvision:resnet18", unseen, 32, precision="amp_fp16"))
+    assert not row["hardware_seen_in_training"] and row["iteration_time_ms"] > 0
+
+
+def test_no_checkpoint_at_all_is_a_user_error(monkeypatch, tmp_path):
+    monkeypatch.delenv(predict_module.DEFAULT_CHECKPOINT_ENV, raising=False)
+    monkeypatch.setattr(predict_module, "SHIPPED_CHECKPOINT", tmp_path / "none.ckpt")
+    with pytest.raises(GnnperfError, match="no checkpoint"):
+        Predictor.from_checkpoint(None)
