@@ -180,7 +180,13 @@ def _matmul_shapes(a: Shape, b: Shape) -> tuple[int, int, int, int]:
 
 
 def _matmul(node: Node, ins: list, outs: list) -> tuple[float, float]:
-    batch, m, k, n = _matmul_shapes(ins[0], ins[1])
+    try:
+        batch, m, k, n = _matmul_shapes(ins[0], ins[1])
+    except ValueError:
+        # A non-data operand whose shape follows the batch (a parameter expanded to the batch size, as in
+        # LambdaNet's positional term) is recorded at the probe batch only; the output's shape is exact.
+        _, m, k, n = _matmul_shapes(ins[0][-2:], ins[1][-2:])
+        batch = _numel(outs[0]) // max(m * n, 1)
     mat = 2.0 * batch * m * k * n
     return mat, mat
 

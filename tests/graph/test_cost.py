@@ -90,3 +90,13 @@ def test_unknown_op_is_zero_cost_and_reported(caplog):
     det = [c for n, c in zip(graph.nodes, costs) if n.op_type == "Det"][0]
     assert det.flops == 0 and det.bytes_read > 0
     assert "Det" in caplog.text
+
+
+def test_matmul_with_an_operand_fixed_at_the_probe_batch_uses_the_output_shape():
+    from gnnperf.graph.cost import _matmul
+    from gnnperf.graph.ir import Node
+
+    node = Node(name="mm", op_type="MatMul", inputs=["a", ""], outputs=["y"])
+    # batch 6 data operand against a (2, ...) operand recorded when the graph was probed at batch 2
+    mat, flops = _matmul(node, [(6, 4, 8, 16), (2, 4, 16, 32)], [(6, 4, 8, 32)])
+    assert mat == flops == 2.0 * 6 * 4 * 8 * 16 * 32
