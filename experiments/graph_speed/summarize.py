@@ -25,7 +25,7 @@ def cls(reason):
     if "kernel of unknown shape" in reason:
         return "dynamic-kernel convolution (CondConv): both exporters fail"
     if "no static shape" in reason:
-        return "dynamo graph with sequence ops: shapes not inferred"
+        return "dynamo graph with sequence ops not lowered to Split: shapes not inferred"
     if "timeout" in reason:
         return "over the per-model time limit"
     return "other"
