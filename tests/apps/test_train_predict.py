@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -127,9 +128,14 @@ def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
         breakdown=3,
     )
     assert [r["hardware_seen_in_training"] for r in rows] == [True, False]
+    q_lo, q_hi = predictor.info["interval_log_ratio"]  # split-conformal quantiles of log(measured/predicted)
     for r in rows:
         lo, hi = r["interval_ms"]
-        assert r["iteration_time_ms"] > 0 and lo <= r["iteration_time_ms"] <= hi
+        # the interval is the prediction scaled by the validation residual quantiles (it need not contain the
+        # prediction when the model is biased)
+        assert r["iteration_time_ms"] > 0 and 0 < lo <= hi
+        assert lo == pytest.approx(r["iteration_time_ms"] * math.exp(q_lo), rel=1e-4)
+        assert hi == pytest.approx(r["iteration_time_ms"] * math.exp(q_hi), rel=1e-4)
         assert len(r["breakdown"]) == 3
 
 
