@@ -171,7 +171,7 @@ def test_breakdown_needs_the_additive_readout(trained):
     pooled = Predictor(build_model(hparams).eval(), hparams, additive.info, additive.path)
     q = Query("zoo:mlp?depth=2&width=32&in_features=16", "t4", 4)
     assert pooled.predict(q)[0]["iteration_time_ms"] > 0
-    with pytest.raises(GnnperfError, match="additive readout"):
+    with pytest.raises(GnnperfError, match="additive or roofline readout"):
         pooled.predict(q, breakdown=2)
 
 
