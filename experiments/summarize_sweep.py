@@ -1,7 +1,7 @@
-"""Collect a gnnperf-train sweep into results.json: every job's test metrics, and means per group.
+"""Collect gnnperf-train sweeps into results.json: every job's test metrics, and means per group.
 
-    .venv/bin/python experiments/summarize_sweep.py multirun/<task>/<time> --group model.readout \
-        --out experiments/<study>/results.json
+    .venv/bin/python experiments/summarize_sweep.py multirun/<task>/<time> [more sweep dirs] \
+        --group model.readout --out experiments/<study>/results.json
 """
 
 from __future__ import annotations
@@ -18,17 +18,25 @@ import yaml
 
 def main() -> None:
     p = argparse.ArgumentParser()
-    p.add_argument("sweep_dir", type=Path)
+    p.add_argument("sweep_dirs", type=Path, nargs="+", help="sweep folders (a study split over several runs)")
     p.add_argument("--group", action="append", default=[], help="override key to group by (repeatable)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     jobs = []
-    for metrics_file in sorted(args.sweep_dir.glob("*/metrics.json"), key=lambda f: int(f.parent.name)):
+    files = [
+        f for d in args.sweep_dirs for f in sorted(d.glob("*/metrics.json"), key=lambda f: int(f.parent.name))
+    ]
+    for metrics_file in files:
         overrides = yaml.safe_load((metrics_file.parent / ".hydra" / "overrides.yaml").read_text()) or []
         params = dict(o.split("=", 1) for o in overrides if "=" in o)
         metrics = json.loads(metrics_file.read_text())
         comparison = json.loads((metrics_file.parent / "comparison.json").read_text())
-        job = {"job": int(metrics_file.parent.name), "overrides": params, "test": comparison}
+        job = {
+            "sweep": str(metrics_file.parent.parent),
+            "job": int(metrics_file.parent.name),
+            "overrides": params,
+            "test": comparison,
+        }
         for name in (
             "per_device",
             "per_family",
@@ -47,7 +55,9 @@ def main() -> None:
     summary = {k: {m: statistics.mean(v) for m, v in sorted(d.items())} for k, d in groups.items()}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
-        json.dumps({"sweep": str(args.sweep_dir), "mean_over_jobs": summary, "jobs": jobs}, indent=1)
+        json.dumps(
+            {"sweeps": [str(d) for d in args.sweep_dirs], "mean_over_jobs": summary, "jobs": jobs}, indent=1
+        )
     )
     for key, metrics in summary.items():
         print(key)
