@@ -16,12 +16,12 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from gnnperf.baselines.registry import WORK_MULTIPLIER
 from gnnperf.graph.features import GRAPH_FEATURES, NODE_FEATURES
 from gnnperf.hardware.vector import HARDWARE_FEATURES
 
-# Forward + backward is about three forward passes of work (as in the baselines).
-_WORK = {"fwd": 1.0, "fwd+bwd": 3.0, "fwd+bwd+opt": 3.0}
-# Which peak a precision runs at; a device without that number falls back to its FP32 peak.
+# Which peak a precision runs at (the hardware-vector column; unlike the baselines' PEAK_FIELD, tf32 has its
+# own rate here); a device without that number falls back to its FP32 peak.
 _PEAK = {
     "fp32": "log1p_peak_fp32_tflops",
     "tf32": "log1p_peak_tf32_tflops",
@@ -33,10 +33,6 @@ _PEAK = {
 }
 
 
-def _index(names: list[str], name: str) -> int:
-    return names.index(name)
-
-
 class RooflinePrior(nn.Module):
     """``forward(batch) -> log ms [N]``: each op's roofline time on its graph's device and workload."""
 
@@ -44,16 +40,16 @@ class RooflinePrior(nn.Module):
         super().__init__()
         node, graph = ([n for n, _ in f] for f in (NODE_FEATURES, GRAPH_FEATURES))
         hw = list(HARDWARE_FEATURES)
-        self.i_flops = _index(node, "log_flops")
-        self.i_bytes = [_index(node, "log_bytes_read"), _index(node, "log_bytes_written")]
-        self.i_bandwidth = _index(hw, "log1p_mem_bandwidth_gbs")
-        self.i_fp32 = _index(hw, "log1p_peak_fp32_tflops")
+        self.i_flops = node.index("log_flops")
+        self.i_bytes = [node.index("log_bytes_read"), node.index("log_bytes_written")]
+        self.i_bandwidth = hw.index("log1p_mem_bandwidth_gbs")
+        self.i_fp32 = hw.index("log1p_peak_fp32_tflops")
         precisions = [n.split("=", 1)[1] for n in graph if n.startswith("precision=")]
-        self.i_precision = [_index(graph, f"precision={p}") for p in precisions]
-        self.register_buffer("peak_column", torch.tensor([_index(hw, _PEAK[p]) for p in precisions]))
+        self.i_precision = [graph.index(f"precision={p}") for p in precisions]
+        self.register_buffer("peak_column", torch.tensor([hw.index(_PEAK[p]) for p in precisions]))
         timed = [n.split("=", 1)[1] for n in graph if n.startswith("timed=")]
-        self.i_timed = [_index(graph, f"timed={t}") for t in timed]
-        self.register_buffer("work", torch.tensor([_WORK[t] for t in timed]))
+        self.i_timed = [graph.index(f"timed={t}") for t in timed]
+        self.register_buffer("work", torch.tensor([WORK_MULTIPLIER[t] for t in timed]))
 
     def forward(self, batch, node_batch: Tensor) -> Tensor:
         x, u, hw = batch.x, batch.u, batch.hw
