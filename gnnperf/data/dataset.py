@@ -33,7 +33,7 @@ import torch
 from torch_geometric.data import Data, Dataset
 
 from gnnperf.data.aggregate import aggregate_features
-from gnnperf.data.store import SampleStore
+from gnnperf.data.store import SampleStore, select_samples
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cost import graph_costs
@@ -379,17 +379,6 @@ class PerfDataset(Dataset):
                 entry.base = base  # x and edge_attr depend on the batch size only, u and agg on the workload
         u, agg = entry.extras[workload]
         return entry.base, u, agg
-
-
-def select_samples(samples: pd.DataFrame, query: str) -> pd.DataFrame:
-    """The rows of ``samples`` that ``query`` (a ``DataFrame.query`` expression) selects; a bad one is a user error."""
-    try:
-        selected = samples.query(" ".join(query.split()))  # a YAML block may hold line breaks pandas rejects
-    except Exception as e:  # pandas raises many types for a bad expression
-        raise GnnperfError(f"bad sample query {query!r}: {type(e).__name__}: {e}") from None
-    if not isinstance(selected, pd.DataFrame):
-        raise GnnperfError(f"bad sample query {query!r}: it does not select rows")
-    return selected
 
 
 def graph_features(graph: OpGraph, workload: Workload) -> tuple[PerfData, torch.Tensor, torch.Tensor]:

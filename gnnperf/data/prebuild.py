@@ -22,8 +22,7 @@ def graph_keys(stores: Sequence[str | Path], query: str | None = None) -> list[t
     """Sorted distinct ``(model_ref, input_shape)`` pairs of the ``ok`` samples in ``stores`` (after ``query``)."""
     import pandas as pd
 
-    from gnnperf.data.dataset import select_samples
-    from gnnperf.data.store import SampleStore
+    from gnnperf.data.store import SampleStore, select_samples
 
     frames = [SampleStore(s, readonly=True).read(status="ok") for s in stores]
     samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -242,3 +242,14 @@ def _fsync_dir(path: Path) -> None:
         pass  # some file systems do not support fsync on directories
     finally:
         os.close(fd)
+
+
+def select_samples(samples: pd.DataFrame, query: str) -> pd.DataFrame:
+    """The rows of ``samples`` that ``query`` (a ``DataFrame.query`` expression) selects; a bad one is a user error."""
+    try:
+        selected = samples.query(" ".join(query.split()))  # a YAML block may hold line breaks pandas rejects
+    except Exception as e:  # pandas raises many types for a bad expression
+        raise GnnperfError(f"bad sample query {query!r}: {type(e).__name__}: {e}") from None
+    if not isinstance(selected, pd.DataFrame):
+        raise GnnperfError(f"bad sample query {query!r}: it does not select rows")
+    return selected
