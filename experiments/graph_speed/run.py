@@ -56,77 +56,42 @@ def single_models(repeats: int) -> dict:
     return out
 
 
-def _alarm(signum, frame):
-    raise TimeoutError
-
-
-def _one(args: tuple[str, int, str, int]) -> dict:
-    name, size, cache_dir, limit_s = args
-    import signal
-
-    import torch
-
-    torch.set_num_threads(1)
-    from gnnperf.errors import GnnperfError
-
-    t = time.perf_counter()
-    signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(limit_s)  # the largest models (800 px EfficientNet-L2) trace for minutes on this CPU
-    try:
-        s = _timed_build(f"timm:{name}", (3, size, size), cache_dir)
-        return {"model": name, "ok": True, "seconds": s}
-    except TimeoutError:
-        return {
-            "model": name,
-            "ok": False,
-            "seconds": time.perf_counter() - t,
-            "reason": f"timeout after {limit_s} s",
-        }
-    except GnnperfError as e:
-        return {"model": name, "ok": False, "seconds": time.perf_counter() - t, "reason": str(e)[:300]}
-    except Exception as e:  # a bug, but the survey goes on and lists it
-        return {
-            "model": name,
-            "ok": False,
-            "seconds": time.perf_counter() - t,
-            "reason": f"BUG {type(e).__name__}: {e}"[:300],
-        }
-
-
 def coverage(
     table: Path, limit: int | None, workers: int, limit_s: int, log: Path, cache_dir: Path | None
 ) -> dict:
+    """Every model of ``table`` through :func:`gnnperf.data.prebuild.iter_prebuild` (spawned workers at one
+    thread each, a time limit per model), one line per finished model in ``log``."""
+    from gnnperf.data.prebuild import iter_prebuild
+
     df = pd.read_csv(table)
-    rows = list(zip(df["model"], df["train_img_size"].astype(int)))[:limit]
+    keys = [(f"timm:{n}", f"3,{s},{s}") for n, s in zip(df["model"], df["train_img_size"].astype(int))][
+        :limit
+    ]
     results = []
     t0 = time.perf_counter()
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        mp.get_context("spawn").Pool(workers, maxtasksperchild=20) as pool,
-        open(log, "w") as out,
-    ):
+    with tempfile.TemporaryDirectory() as tmp, open(log, "w") as out:
         d = str(cache_dir) if cache_dir else tmp  # a kept cache serves the timm experiments afterwards
-        jobs = [(n, s, d, limit_s) for n, s in rows]
-        for i, r in enumerate(pool.imap_unordered(_one, jobs), 1):
+        for i, r in enumerate(iter_prebuild(keys, d, workers, limit_s), 1):
+            r = {"model": r.pop("model_ref").removeprefix("timm:"), **r}
             results.append(r)
             out.write(json.dumps(r) + "\n")  # partial results survive an interrupted run
             out.flush()
             if i % 25 == 0:
                 ok = sum(x["ok"] for x in results)
-                print(f"{i}/{len(rows)} ok={ok} elapsed={time.perf_counter() - t0:.0f}s", flush=True)
+                print(f"{i}/{len(keys)} ok={ok} elapsed={time.perf_counter() - t0:.0f}s", flush=True)
     wall = time.perf_counter() - t0
     ok = [r for r in results if r["ok"]]
-    failed = [r for r in results if not r["ok"]]
     return {
         "table": str(table.name),
+        "workers": workers,
         "models": len(results),
         "ok": len(ok),
         "ok_share": len(ok) / max(len(results), 1),
         "wall_s": wall,
-        "wall_s_per_model": wall / max(len(results), 1) * workers,
+        "wall_s_per_model": wall / max(len(results), 1),
         "median_s_per_ok_model": statistics.median(r["seconds"] for r in ok) if ok else None,
         "mean_s_per_ok_model": statistics.mean(r["seconds"] for r in ok) if ok else None,
-        "failures": failed,
+        "failures": [r for r in results if not r["ok"]],
     }
 
 

@@ -125,13 +125,15 @@ def summary(store: str) -> dict:
 
 
 def _graphs(args: argparse.Namespace) -> int:
-    from gnnperf.data.prebuild import graph_keys, prebuild_graphs
+    from gnnperf.data.prebuild import graph_keys, iter_prebuild
 
-    rows = prebuild_graphs(graph_keys(args.stores, args.query), args.cache, args.workers, args.limit_s)
+    rows = []
+    for row in iter_prebuild(graph_keys(args.stores, args.query), args.cache, args.workers, args.limit_s):
+        rows.append(row)
+        if args.json:  # streamed: a long run shows progress and an interrupted one keeps its lines
+            print(json.dumps(row), flush=True)
     failed = [r for r in rows if not r["ok"]]
-    if args.json:
-        print("\n".join(json.dumps(r) for r in rows))
-    else:
+    if not args.json:
         print(f"graphs: {len(rows) - len(failed)} of {len(rows)} in {args.cache}")
         for r in failed:
             print(f"  {r['model_ref']} at {r['input_shape']}: {r['reason']}")

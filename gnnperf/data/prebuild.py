@@ -11,7 +11,7 @@ from __future__ import annotations
 import multiprocessing as mp
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -62,18 +62,27 @@ def _build_one(job: tuple[str, str, str, int]) -> dict[str, Any]:
     return row
 
 
-def prebuild_graphs(
+def iter_prebuild(
     keys: Sequence[tuple[str, str]], cache_dir: str | Path, workers: int = 1, limit_s: int = 300
-) -> list[dict[str, Any]]:
-    """Build every ``(model_ref, input_shape)`` graph into ``cache_dir``; cached ones are hits (milliseconds).
+) -> Iterator[dict[str, Any]]:
+    """Build every ``(model_ref, input_shape)`` graph into ``cache_dir``, yielding one row per key as it finishes.
 
-    Returns one row per key: ``model_ref``, ``input_shape``, ``ok``, ``seconds`` and ``reason`` when not ok.
+    Rows: ``model_ref``, ``input_shape``, ``ok``, ``seconds`` (in the worker, imports excluded) and ``reason``
+    when not ok. Cached graphs are hits (milliseconds).
     """
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     jobs = [(ref, shape, str(cache_dir), int(limit_s)) for ref, shape in keys]
     if workers <= 1:
-        return [_build_one(j) for j in jobs]
+        yield from map(_build_one, jobs)
+        return
     # spawn: a fork of a process that has run torch threads can deadlock; a fresh worker every 20 models
     # returns the memory that large exports leave behind
     with mp.get_context("spawn").Pool(workers, maxtasksperchild=20) as pool:
-        return list(pool.imap_unordered(_build_one, jobs))
+        yield from pool.imap_unordered(_build_one, jobs)
+
+
+def prebuild_graphs(
+    keys: Sequence[tuple[str, str]], cache_dir: str | Path, workers: int = 1, limit_s: int = 300
+) -> list[dict[str, Any]]:
+    """All rows of :func:`iter_prebuild`."""
+    return list(iter_prebuild(keys, cache_dir, workers, limit_s))

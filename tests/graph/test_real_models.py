@@ -1,5 +1,7 @@
 """Real timm/torchvision models: matrix FLOPs against torch's FlopCounterMode, substitution, data-flow edges."""
 
+import contextlib
+
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
@@ -97,3 +99,15 @@ def test_attention_edges_follow_data_flow(graph_cache):
                 ancestors.add(p.name)
                 frontier.append(p)
     assert any(name.endswith("qkv/MatMul") for name in ancestors)
+
+
+@pytest.mark.parametrize("ref", ["torchvision:resnet18", "timm:swin_tiny_patch4_window7_224"])
+def test_export_without_whole_graph_typing_is_identical(ref, monkeypatch):
+    """The exporter's own whole-graph typing is skipped for speed; the graph must not change."""
+    from gnnperf.graph import export
+
+    spec = resolve(ref)
+    fast = build_graph(spec, cache=None).to_dict()
+    monkeypatch.setattr(export, "_no_whole_graph_inference", contextlib.nullcontext)
+    shipped = build_graph(spec, cache=None).to_dict()
+    assert fast == shipped
