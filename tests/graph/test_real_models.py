@@ -102,12 +102,12 @@ def test_attention_edges_follow_data_flow(graph_cache):
 
 
 @pytest.mark.parametrize("ref", ["torchvision:resnet18", "timm:swin_tiny_patch4_window7_224"])
-def test_export_without_whole_graph_typing_is_identical(ref, monkeypatch):
-    """The exporter's own whole-graph typing is skipped for speed; the graph must not change."""
+def test_lean_export_is_identical(ref, monkeypatch):
+    """Export traces without autograd and skips the exporter's whole-graph typing; the graph must not change."""
     from gnnperf.graph import export
 
     spec = resolve(ref)
     fast = build_graph(spec, cache=None).to_dict()
-    monkeypatch.setattr(export, "_no_whole_graph_inference", contextlib.nullcontext)
+    monkeypatch.setattr(export, "_lean_export", contextlib.nullcontext)
     shipped = build_graph(spec, cache=None).to_dict()
     assert fast == shipped

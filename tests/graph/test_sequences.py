@@ -42,6 +42,30 @@ def test_static_split_sequence_becomes_split_with_typed_items():
     assert [producer[i] for i in concat.inputs] == ["Split", "Split", "Identity"]
 
 
+def test_scalar_chunk_size_is_expanded_from_the_recorded_axis_length():
+    """``torch.split(x, 4, dim=1)`` on 10 channels: chunks 4, 4, 2 (dynamo types the split input)."""
+    size = numpy_helper.from_array(np.array(4, dtype=np.int64))
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"]),
+        helper.make_node("Constant", [], ["size"], value=size),
+        helper.make_node("SplitToSequence", ["r", "size"], ["seq"], axis=1),
+        helper.make_node("Constant", [], ["i0"], value=numpy_helper.from_array(np.array(2))),
+        helper.make_node("SequenceAt", ["seq", "i0"], ["y"]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 10, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        value_info=[helper.make_tensor_value_info("r", TensorProto.FLOAT, ["batch", 10, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    ir = build_ir(model, "m", (10, 4), "dynamo", ["x"])
+    split = next(n for n in ir.nodes if n.op_type == "Split")
+    assert [ir.values[o].shape(3) for o in split.outputs] == [(3, 4, 4), (3, 4, 4), (3, 2, 4)]
+    assert ir.values["y"].shape(3) == (3, 2, 4) and not ir.params
+
+
 def test_lowered_model_is_valid_onnx_after_lowering():
     from gnnperf.graph.sequences import lower_split_sequences
 
