@@ -1,10 +1,11 @@
 """The PyG dataset of measured samples: one op graph per (model, input shape), specialised per batch size.
 
-``process()`` reads the stores' samples, builds each distinct (model_ref, input_shape) graph once and writes
-to ``<root>/processed/``: ``graphs.json.gz`` (the OpGraphs), ``samples.parquet`` (the sample table with
-``graph_idx`` and ``hw_id``), ``devices.json`` (device names and their specs) and, last, ``meta.json`` (the
-feature version and a fingerprint of the stores' shards). A ``meta.json`` from another ``FEATURE_VERSION``,
-hardware table or set of shards makes the next construction reprocess.
+``process()`` (:func:`gnnperf.data.processing.process_samples`) reads the stores' samples, builds each distinct
+(model_ref, input_shape) graph once and writes to ``<root>/processed/``: ``graphs.json.gz`` (the OpGraphs),
+``samples.parquet`` (the sample table with ``graph_idx`` and ``hw_id``), ``devices.json`` (device names and
+their specs) and, last, ``meta.json`` (the feature version and a fingerprint of the stores' shards). A
+``meta.json`` from another ``FEATURE_VERSION``, hardware table or set of shards makes the next construction
+reprocess.
 
 ``get(i)`` substitutes the sample's batch size into its graph. The substituted tensors are cached per (graph,
 batch size), so the same model measured on several devices, and every epoch, shares one copy of them; each
@@ -20,9 +21,8 @@ import hashlib
 import json
 import logging
 import os
-import warnings
-from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,9 +33,10 @@ import torch
 from torch_geometric.data import Data, Dataset
 
 from gnnperf.data.aggregate import aggregate_features
-from gnnperf.data.store import SampleStore, select_samples
+from gnnperf.data.processing import process_samples, workload_from_row
+from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.build import GraphCache, build_graph
+from gnnperf.graph.build import GraphCache
 from gnnperf.graph.cost import graph_costs
 from gnnperf.graph.features import FEATURE_VERSION, to_data
 from gnnperf.graph.ir import OpGraph
@@ -43,40 +44,14 @@ from gnnperf.hardware.table import (
     ENV_VAR,
     HARDWARE_TABLE_VERSION,
     HardwareSpec,
-    get_spec,
     spec_from_dict,
-    spec_to_dict,
 )
 from gnnperf.hardware.vector import hardware_vector
-from gnnperf.measure.workload import Workload, parse_timed_label
+from gnnperf.measure.workload import Workload
 
 log = logging.getLogger(__name__)
 PROCESSED_FORMAT = 1  # layout of the processed files; bump when it changes
 STAT_KEYS = ("x", "edge_attr", "u", "hw", "agg")
-
-
-def workload_from_row(row: Mapping[str, Any]) -> Workload:
-    """The :class:`Workload` of a sample row.
-
-    Public tables may record ``optimizer``/``memory_format`` as ``unknown``: the optimizer then takes the
-    Workload default for the timed region (``sgd`` when the optimizer step is timed, else ``none``) and the
-    memory format ``contiguous``.
-    """
-    timed, h2d = parse_timed_label(str(row["timed"]))
-    optimizer = None if row["optimizer"] == "unknown" else str(row["optimizer"])
-    memory_format = "contiguous" if row["memory_format"] == "unknown" else str(row["memory_format"])
-    shape = tuple(int(d) for d in str(row["input_shape"]).split(",") if d)
-    return Workload(
-        batch_size=int(row["batch_size"]),
-        input_shape=shape,
-        mode=str(row["mode"]),
-        precision=str(row["precision"]),
-        optimizer=optimizer,
-        timed=timed,
-        h2d=h2d,
-        memory_format=memory_format,
-        num_devices=int(row["num_devices"]),
-    )
 
 
 class PerfData(Data):
@@ -166,83 +141,10 @@ class PerfDataset(Dataset):
         raise GnnperfError(f"no sample shards in {', '.join(map(str, self.stores))}")
 
     def process(self) -> None:
-        frames = []
-        for k, store in enumerate(self.stores):
-            frame = SampleStore(store, readonly=True).read(status=self.status)
-            frames.append(frame.assign(store_idx=k))
-        samples = pd.concat(frames, ignore_index=True).drop_duplicates("sample_id", keep="first")
-        if self.query:
-            samples = select_samples(samples, self.query)
-        total = len(samples)
-        dropped: Counter[str] = Counter()
-
-        specs = self._device_specs(sorted(samples["hardware"].unique()))
-        known = samples["hardware"].isin(list(specs))
-        dropped["unknown hardware"] += int((~known).sum())
-        samples = samples[known]
-
-        valid = []
-        for row in samples.to_dict("records"):
-            try:
-                workload_from_row(row)
-                valid.append(True)
-            except GnnperfError as e:
-                log.warning("sample %s has an invalid workload: %s", row["sample_id"], e)
-                valid.append(False)
-        dropped["invalid workload"] += len(valid) - sum(valid)
-        samples = samples[np.asarray(valid, dtype=bool)] if len(samples) else samples
-
-        graphs, graph_of = [], {}
-        keys = samples.groupby(["model_ref", "input_shape"], sort=True)["store_idx"].first()
-        for (ref, shape), store_idx in keys.items():
-            cache = self.graph_cache or GraphCache(self.stores[store_idx] / "graphs")
-            try:
-                shape_tuple = tuple(int(d) for d in shape.split(","))
-                graph = build_graph(ref, shape_tuple, cache=cache, cached_only=not self.build_graphs)
-            except Exception as e:  # exporters fail in many ways; one bad model must not stop the dataset
-                # without building, a miss is expected (counted below); a failed export is worth a warning
-                (log.debug if not self.build_graphs else log.warning)(
-                    "graph of %s at %s not built: %s: %s", ref, shape, type(e).__name__, e
-                )
-                continue
-            graph_of[(ref, shape)] = len(graphs)
-            graphs.append(graph)
-        graph_idx = [graph_of.get(k, -1) for k in zip(samples["model_ref"], samples["input_shape"])]
-        samples = samples.assign(graph_idx=np.asarray(graph_idx, dtype=np.int64))
-        missing = "graph not built" if self.build_graphs else "graph not in the cache"
-        dropped[missing] += int((samples["graph_idx"] < 0).sum())
-        samples = samples[samples["graph_idx"] >= 0]
-
-        dropped = +dropped  # keep only positive counts
-        if dropped:
-            reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
-            warnings.warn(
-                f"PerfDataset dropped {sum(dropped.values())} of {total} samples ({reasons})", stacklevel=2
-            )
-        if samples.empty:
-            raise GnnperfError(f"no usable {self.status} samples in {', '.join(map(str, self.stores))}")
-
-        devices = sorted(samples["hardware"].unique())
-        samples = samples.assign(hw_id=samples["hardware"].map({d: i for i, d in enumerate(devices)}))
-        samples = samples.drop(columns="store_idx").sort_values("sample_id").reset_index(drop=True)
-        out = Path(self.processed_dir)
-        graph_json = json.dumps([g.to_dict() for g in graphs], separators=(",", ":"))
-        with gzip.open(out / "graphs.json.gz", "wt", compresslevel=3) as f:
-            f.write(graph_json)
-        samples.to_parquet(out / "samples.parquet", index=False)
-        device_rows = [{"device": d, "spec": spec_to_dict(specs[d])} for d in devices]
-        (out / "devices.json").write_text(json.dumps(device_rows, indent=1))
-        meta = {
-            "feature_version": FEATURE_VERSION,
-            "fingerprint": self._fingerprint,
-            "stores": [str(s) for s in self.stores],
-            "status": self.status,
-            "samples": len(samples),
-            "graphs": len(graphs),
-            "dropped": dict(dropped),
-            "graph_json_bytes": len(graph_json),
-        }
-        (out / "meta.json").write_text(json.dumps(meta, indent=1))
+        out, cache = Path(self.processed_dir), self.graph_cache
+        process_samples(
+            self.stores, out, cache, self.status, self.query, self.build_graphs, self._fingerprint
+        )
 
     def len(self) -> int:
         return len(self.samples)
@@ -317,28 +219,6 @@ class PerfDataset(Dataset):
                      meta.get("feature_version"), FEATURE_VERSION)  # fmt: skip
             return True
         return meta.get("fingerprint") != self._fingerprint
-
-    def _device_specs(self, names: list[str]) -> dict[str, HardwareSpec]:
-        """Specs by device name: the stores' probe records first, then the packaged table."""
-        records: dict[str, HardwareSpec] = {}
-        for store in self.stores:
-            for path in sorted((store / "hardware").glob("*.json")):
-                try:
-                    spec = spec_from_dict(json.loads(path.read_text()))
-                except (OSError, ValueError, GnnperfError) as e:
-                    log.warning("ignoring unreadable hardware record %s: %s", path, e)
-                    continue
-                records.setdefault(spec.name, spec)
-        specs = {}
-        for name in names:
-            if name in records:
-                specs[name] = records[name]
-                continue
-            try:
-                specs[name] = get_spec(name)
-            except GnnperfError:
-                log.warning("hardware %r is neither in a store's hardware/ records nor in the table", name)
-        return specs
 
     def _load(self) -> None:
         out = Path(self.processed_dir)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-import gnnperf.data.dataset as dataset_module
+import gnnperf.data.processing as processing_module
 from gnnperf.data.aggregate import AGG_FEATURES, aggregate_features
 from gnnperf.data.datamodule import PerfDataModule
 from gnnperf.data.dataset import PerfDataset, workload_from_row
@@ -87,7 +87,7 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("perf")
     _write_store(tmp / "store", _rows())
     calls = []
-    real = dataset_module.build_graph
+    real = processing_module.build_graph
 
     def counting(ref, shape, **kw):
         calls.append((ref, shape))
@@ -95,7 +95,7 @@ def built(tmp_path_factory):
 
     with pytest.MonkeyPatch.context() as mp, warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        mp.setattr(dataset_module, "build_graph", counting)
+        mp.setattr(processing_module, "build_graph", counting)
         ds = PerfDataset(tmp / "root", [tmp / "store"], graph_cache=tmp / "graphs")
     return ds, calls, [str(w.message) for w in caught], tmp
 
@@ -272,7 +272,7 @@ def test_bad_query_is_a_user_error(built) -> None:
 
 def test_without_building_only_cached_graphs_are_used(built, monkeypatch) -> None:
     ds, _, _, tmp = built
-    monkeypatch.setattr(dataset_module, "build_graph", _no_export(dataset_module.build_graph))
+    monkeypatch.setattr(processing_module, "build_graph", _no_export(processing_module.build_graph))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         cached = PerfDataset(tmp / "c_root", [tmp / "store"], graph_cache=tmp / "graphs", build_graphs=False)

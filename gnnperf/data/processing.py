@@ -1,0 +1,164 @@
+"""The processing step of :class:`~gnnperf.data.dataset.PerfDataset`: samples joined with their graphs.
+
+``process_samples`` reads the samples (after the status filter and the query), drops the rows it cannot use
+(unknown hardware, an invalid workload, no graph) and counts why, builds or looks up each distinct
+(model_ref, input_shape) graph once, and writes the processed files the dataset loads.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import warnings
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from gnnperf.data.store import SampleStore, select_samples
+from gnnperf.errors import GnnperfError
+from gnnperf.graph.build import GraphCache, build_graph
+from gnnperf.graph.features import FEATURE_VERSION
+from gnnperf.hardware.table import HardwareSpec, get_spec, spec_from_dict, spec_to_dict
+from gnnperf.measure.workload import Workload, parse_timed_label
+
+log = logging.getLogger(__name__)
+
+
+def workload_from_row(row: Mapping[str, Any]) -> Workload:
+    """The :class:`Workload` of a sample row.
+
+    Public tables may record ``optimizer``/``memory_format`` as ``unknown``: the optimizer then takes the
+    Workload default for the timed region (``sgd`` when the optimizer step is timed, else ``none``) and the
+    memory format ``contiguous``.
+    """
+    timed, h2d = parse_timed_label(str(row["timed"]))
+    optimizer = None if row["optimizer"] == "unknown" else str(row["optimizer"])
+    memory_format = "contiguous" if row["memory_format"] == "unknown" else str(row["memory_format"])
+    shape = tuple(int(d) for d in str(row["input_shape"]).split(",") if d)
+    return Workload(
+        batch_size=int(row["batch_size"]),
+        input_shape=shape,
+        mode=str(row["mode"]),
+        precision=str(row["precision"]),
+        optimizer=optimizer,
+        timed=timed,
+        h2d=h2d,
+        memory_format=memory_format,
+        num_devices=int(row["num_devices"]),
+    )
+
+
+def process_samples(
+    stores: Sequence[Path],
+    out: Path,
+    graph_cache: GraphCache | None,
+    status: str,
+    query: str | None,
+    build_graphs: bool,
+    fingerprint: str,
+) -> None:
+    """Write the processed files of ``stores`` into ``out`` (arguments as in :class:`PerfDataset`)."""
+    frames = []
+    for k, store in enumerate(stores):
+        frame = SampleStore(store, readonly=True).read(status=status)
+        frames.append(frame.assign(store_idx=k))
+    samples = pd.concat(frames, ignore_index=True).drop_duplicates("sample_id", keep="first")
+    if query:
+        samples = select_samples(samples, query)
+    total = len(samples)
+    dropped: Counter[str] = Counter()
+
+    specs = device_specs(stores, sorted(samples["hardware"].unique()))
+    known = samples["hardware"].isin(list(specs))
+    dropped["unknown hardware"] += int((~known).sum())
+    samples = samples[known]
+
+    valid = []
+    for row in samples.to_dict("records"):
+        try:
+            workload_from_row(row)
+            valid.append(True)
+        except GnnperfError as e:
+            log.warning("sample %s has an invalid workload: %s", row["sample_id"], e)
+            valid.append(False)
+    dropped["invalid workload"] += len(valid) - sum(valid)
+    samples = samples[np.asarray(valid, dtype=bool)] if len(samples) else samples
+
+    graphs, graph_of = [], {}
+    keys = samples.groupby(["model_ref", "input_shape"], sort=True)["store_idx"].first()
+    for (ref, shape), store_idx in keys.items():
+        cache = graph_cache or GraphCache(stores[store_idx] / "graphs")
+        try:
+            shape_tuple = tuple(int(d) for d in shape.split(","))
+            graph = build_graph(ref, shape_tuple, cache=cache, cached_only=not build_graphs)
+        except Exception as e:  # exporters fail in many ways; one bad model must not stop the dataset
+            # without building, a miss is expected (counted below); a failed export is worth a warning
+            (log.debug if not build_graphs else log.warning)(
+                "graph of %s at %s not built: %s: %s", ref, shape, type(e).__name__, e
+            )
+            continue
+        graph_of[(ref, shape)] = len(graphs)
+        graphs.append(graph)
+    graph_idx = [graph_of.get(k, -1) for k in zip(samples["model_ref"], samples["input_shape"])]
+    samples = samples.assign(graph_idx=np.asarray(graph_idx, dtype=np.int64))
+    missing = "graph not built" if build_graphs else "graph not in the cache"
+    dropped[missing] += int((samples["graph_idx"] < 0).sum())
+    samples = samples[samples["graph_idx"] >= 0]
+
+    dropped = +dropped  # keep only positive counts
+    if dropped:
+        reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
+        warnings.warn(
+            f"PerfDataset dropped {sum(dropped.values())} of {total} samples ({reasons})", stacklevel=3
+        )
+    if samples.empty:
+        raise GnnperfError(f"no usable {status} samples in {', '.join(map(str, stores))}")
+
+    devices = sorted(samples["hardware"].unique())
+    samples = samples.assign(hw_id=samples["hardware"].map({d: i for i, d in enumerate(devices)}))
+    samples = samples.drop(columns="store_idx").sort_values("sample_id").reset_index(drop=True)
+    graph_json = json.dumps([g.to_dict() for g in graphs], separators=(",", ":"))
+    with gzip.open(out / "graphs.json.gz", "wt", compresslevel=3) as f:
+        f.write(graph_json)
+    samples.to_parquet(out / "samples.parquet", index=False)
+    device_rows = [{"device": d, "spec": spec_to_dict(specs[d])} for d in devices]
+    (out / "devices.json").write_text(json.dumps(device_rows, indent=1))
+    meta = {
+        "feature_version": FEATURE_VERSION,
+        "fingerprint": fingerprint,
+        "stores": [str(s) for s in stores],
+        "status": status,
+        "samples": len(samples),
+        "graphs": len(graphs),
+        "dropped": dict(dropped),
+        "graph_json_bytes": len(graph_json),
+    }
+    (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def device_specs(stores: Sequence[Path], names: list[str]) -> dict[str, HardwareSpec]:
+    """Specs by device name: the stores' probe records first, then the packaged table."""
+    records: dict[str, HardwareSpec] = {}
+    for store in stores:
+        for path in sorted((store / "hardware").glob("*.json")):
+            try:
+                spec = spec_from_dict(json.loads(path.read_text()))
+            except (OSError, ValueError, GnnperfError) as e:
+                log.warning("ignoring unreadable hardware record %s: %s", path, e)
+                continue
+            records.setdefault(spec.name, spec)
+    specs = {}
+    for name in names:
+        if name in records:
+            specs[name] = records[name]
+            continue
+        try:
+            specs[name] = get_spec(name)
+        except GnnperfError:
+            log.warning("hardware %r is neither in a store's hardware/ records nor in the table", name)
+    return specs
