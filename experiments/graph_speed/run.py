@@ -103,6 +103,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--limit-s", type=int, default=60, help="per-model time limit (counted as a failure)")
     p.add_argument("--skip-single", action="store_true", help="only the coverage survey")
+    p.add_argument("--skip-coverage", action="store_true", help="only the single models")
     p.add_argument("--out", type=Path, default=HERE / "results.json")
     p.add_argument("--cache-dir", type=Path, default=None, help="keep the graphs here (default: a temp dir)")
     args = p.parse_args()
@@ -113,18 +114,15 @@ def main() -> int:
             "python": sys.version.split()[0],
         },
         "single": {} if args.skip_single else single_models(args.repeats),
-        "coverage": coverage(
-            args.table.resolve(),
-            args.limit,
-            args.workers,
-            args.limit_s,
-            HERE / "coverage.jsonl",
-            args.cache_dir,
-        ),
     }
+    if not args.skip_coverage:
+        log = HERE / "coverage.jsonl"
+        cov = coverage(args.table.resolve(), args.limit, args.workers, args.limit_s, log, args.cache_dir)
+        results["coverage"] = cov
+        print(
+            f"coverage: {cov['ok']}/{cov['models']} ({cov['ok_share']:.1%}), {cov['wall_s_per_model']:.2f} s per model"
+        )
     args.out.write_text(json.dumps(results, indent=1))
-    c = results["coverage"]
-    print(f"coverage: {c['ok']}/{c['models']} ({c['ok_share']:.1%}), {c['wall_s_per_model']:.2f} s per model")
     return 0
 
 
