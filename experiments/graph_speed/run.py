@@ -2,9 +2,11 @@
 
 1. export + graph for timm resnet50 and vit_base_patch16_224 (model built with random weights, exported, IR
    built; imports excluded), and a cache hit; medians of repeats.
-2. every model of the timm RTX 3090 training table: graph built or not (reason), seconds per model.
+2. every model of the timm RTX 3090 training table through ``gnnperf.data.prebuild`` (spawned workers at one
+   thread each): graph built or not (reason), seconds per model in its worker, wall time per model.
 
     .venv/bin/python experiments/graph_speed/run.py [--table PATH] [--limit N] [--workers 1]
+        [--skip-single | --skip-coverage] [--limit-s S] [--cache-dir DIR] [--out FILE]
 """
 
 from __future__ import annotations
