@@ -101,9 +101,18 @@ def test_attention_edges_follow_data_flow(graph_cache):
     assert any(name.endswith("qkv/MatMul") for name in ancestors)
 
 
-@pytest.mark.parametrize("ref", ["torchvision:resnet18", "timm:swin_tiny_patch4_window7_224"])
+@pytest.mark.parametrize(
+    "ref",
+    [
+        "torchvision:resnet18",
+        "timm:regnety_002",
+        "timm:swin_tiny_patch4_window7_224",
+        "timm:vit_tiny_patch16_224",
+    ],
+)
 def test_lean_export_is_identical(ref, monkeypatch):
-    """Export traces without autograd and skips the exporter's whole-graph typing; the graph must not change."""
+    """Export traces without autograd, with shape-only convolutions and linear layers, and skips the exporter's
+    whole-graph typing; the graph must not change."""
     from gnnperf.graph import export
 
     spec = resolve(ref)
