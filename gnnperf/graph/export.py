@@ -21,7 +21,7 @@ import onnx
 import torch
 
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.shape_only import shape_only_kernels
+from gnnperf.graph.shape_only import register_symbolics, shape_only_kernels
 from gnnperf.zoo.resolve import ModelSpec
 
 OPSET = 17
@@ -134,6 +134,7 @@ def _uniform_symbolic(g, x, low, high, generator):
 
 torch.onnx.register_custom_op_symbolic("aten::diff", _diff_symbolic, OPSET)
 torch.onnx.register_custom_op_symbolic("aten::uniform", _uniform_symbolic, OPSET)
+register_symbolics(OPSET)
 
 
 @contextlib.contextmanager

@@ -18,8 +18,6 @@ import torch
 import torch.nn.functional as F
 from torch.onnx._internal.torchscript_exporter import symbolic_opset9
 
-OPSET = 17
-
 
 @torch.library.custom_op("gnnperf::conv2d_shape", mutates_args=())
 def _conv2d_shape(
@@ -62,8 +60,10 @@ def _conv2d_symbolic(g, input, weight, bias, stride, padding, dilation, groups):
     )  # fmt: skip
 
 
-torch.onnx.register_custom_op_symbolic("gnnperf::conv2d_shape", _conv2d_symbolic, OPSET)
-torch.onnx.register_custom_op_symbolic("gnnperf::linear_shape", symbolic_opset9.linear, OPSET)
+def register_symbolics(opset: int) -> None:
+    """Export the shape-only ops as the exporter exports the real ones (at the export's opset)."""
+    torch.onnx.register_custom_op_symbolic("gnnperf::conv2d_shape", _conv2d_symbolic, opset)
+    torch.onnx.register_custom_op_symbolic("gnnperf::linear_shape", symbolic_opset9.linear, opset)
 
 
 def _pair(v: int | tuple[int, ...] | list[int]) -> list[int]:
