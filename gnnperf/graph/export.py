@@ -217,6 +217,7 @@ def export_model(
     """
     if exporter not in ("auto", *EXPORTERS):
         raise GnnperfError(f"unknown exporter '{exporter}'; choose auto, torchscript or dynamo")
+    _check_memory(spec, num_layers)
     try:
         with _no_random_init():
             model = spec.build(num_layers)
@@ -241,6 +242,51 @@ def export_model(
             log.debug("%s exporter failed on %s", name, spec.ref, exc_info=True)
             errors.append(f"{name} exporter: {type(e).__name__}: {_first_line(e)}")
     raise GnnperfError(f"export of {spec.ref} failed; " + "; ".join(errors))
+
+
+# The weights, plus as much again for what tracing and the exporter hold beside them (activations at the export
+# batch, the dynamo exporter's copy of the program): a rough bound, meant to catch models far too large, not to
+# predict a peak.
+MEMORY_PER_WEIGHT_BYTE = 2.0
+
+
+def _check_memory(spec: ModelSpec, num_layers: int | None) -> None:
+    """Refuse, in one line, a model whose weights alone would not fit in memory.
+
+    Its size is read from a build on the meta device (no memory, about 0.1 s). The alternative is the
+    kernel's out-of-memory killer ending the whole process, a survey of a thousand models included
+    (timm's eva02_enormous has 4.4 billion parameters, 17 GB in fp32).
+    """
+    available = available_memory_bytes()
+    if available is None:
+        return
+    try:
+        with _no_random_init(), torch.device("meta"):
+            meta = spec.build(num_layers)
+    except Exception:  # noqa: BLE001 - a builder that needs real tensors is left to the real build
+        return
+    lazy = torch.nn.parameter.UninitializedTensorMixin  # sized by a first forward: not counted
+    tensors = [t for t in (*meta.parameters(), *meta.buffers()) if not isinstance(t, lazy)]
+    weight_bytes = sum(t.numel() * t.element_size() for t in tensors)
+    if weight_bytes * MEMORY_PER_WEIGHT_BYTE > available:
+        params = sum(t.numel() for t in meta.parameters() if not isinstance(t, lazy))
+        raise GnnperfError(
+            f"{spec.ref} has {params / 1e9:.2f} billion parameters ({weight_bytes / 2**30:.1f} GiB); "
+            f"exporting it needs about {weight_bytes * MEMORY_PER_WEIGHT_BYTE / 2**30:.0f} GiB and "
+            f"{available / 2**30:.1f} GiB is available"
+        )
+
+
+def available_memory_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (Linux); None where it cannot be read."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
 
 
 def load_onnx(path: Path) -> Exported:

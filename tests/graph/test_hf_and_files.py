@@ -111,3 +111,21 @@ def test_export_is_training_mode_without_parameters():
     bn = next(n for n in model.graph.node if n.op_type == "BatchNormalization")
     assert onnx.helper.get_attribute_value(next(a for a in bn.attribute if a.name == "training_mode")) == 1
     assert model.graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"
+
+
+def test_model_too_large_for_memory_is_refused_before_it_is_built(monkeypatch):
+    import gnnperf.graph.export as export_module
+    from gnnperf.errors import GnnperfError
+
+    spec = resolve("tests.graph.factories:residual")
+    built = []
+    real_build = spec.builder
+    monkeypatch.setattr(
+        spec, "builder", lambda depth: built.append(torch.get_default_device()) or real_build(depth)
+    )
+    monkeypatch.setattr(export_module, "available_memory_bytes", lambda: 1024)
+    with pytest.raises(GnnperfError, match=r"residual has 0\.00 billion parameters .* 0\.0 GiB is available"):
+        export_model(spec, (8, 6, 6))
+    assert [d.type for d in built] == ["meta"]  # sized on the meta device; the real model never built
+    monkeypatch.setattr(export_module, "available_memory_bytes", lambda: None)  # unknown: no check
+    assert export_model(spec, (8, 6, 6)).model.graph.node
