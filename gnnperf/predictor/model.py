@@ -38,7 +38,12 @@ class Breakdown(NamedTuple):
 
 
 class Standardize(nn.Module):
-    """``clip((v - mean) / std)`` with mean/std buffers; features with std ~ 0 are only centred."""
+    """``clip((v - mean) / std)`` with mean/std buffers; features constant over the train split become 0.
+
+    A feature that never varied in training (an op type no training graph has, a dtype never seen) carries
+    nothing the model could have learned; passing it on would feed untrained weights (the held-out LSTM
+    family in experiments/cpu_holdout_family). Its std is stored as infinity, so ``(v - mean) / std == 0``.
+    """
 
     def __init__(self, dim: int) -> None:
         super().__init__()
@@ -52,7 +57,12 @@ class Standardize(nn.Module):
                 f"stats[{name!r}] has shape {tuple(mean.shape)}/{tuple(std.shape)}, model expects {tuple(self.mean.shape)}"
             )
         self.mean.copy_(mean)
-        self.std.copy_(torch.where(std > 1e-6, std, torch.ones_like(std)))
+        self.std.copy_(torch.where(std > 1e-6, std, torch.full_like(std, float("inf"))))
+
+    @property
+    def varied(self) -> Tensor:
+        """[dim] bool: which features varied over the train split."""
+        return torch.isfinite(self.std)
 
     def forward(self, v: Tensor) -> Tensor:
         return ((v - self.mean) / self.std).clamp(-_CLIP, _CLIP)
@@ -136,7 +146,9 @@ class PerfGNN(nn.Module):
         """(node states [N, hidden], readout context [B, C], graph index of each node [N])."""
         x = self.standardize["x"](batch.x)
         if self.op_embedding is not None:
-            x = torch.cat([x, self.op_embedding(batch.op)], dim=-1)
+            # The op one-hot columns lead x in OP_VOCAB order: an op type unseen in training gets no embedding.
+            seen = self.standardize["x"].varied[batch.op].unsqueeze(-1)
+            x = torch.cat([x, self.op_embedding(batch.op) * seen], dim=-1)
         h = self.node_encoder(x)
         edge_index = batch.edge_index
         edge_attr = self.standardize["edge_attr"](batch.edge_attr)

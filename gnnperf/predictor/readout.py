@@ -13,8 +13,16 @@ prediction, in ms.
 ``[1/MAX_FACTOR, MAX_FACTOR]``, plus a learned fixed cost per op (launch, framework); the graph adds a learned
 overhead. The device's speed enters through its data-sheet peak and bandwidth, so unseen devices extrapolate.
 
+``anchored``: a graph-level cost model, ``a * compute_ms + b * memory_ms + c`` over the graph's summed roofline
+terms with rates ``a, b`` and overhead ``c`` learned from the device and workload context only, times a
+correction from the pooled node states bounded to ``[1/MAX_CORRECTION, MAX_CORRECTION]``. A model from a family
+never seen in training (an op type no training graph had) cannot move the prediction further than that bound
+from the cost model, which is where an unbounded readout extrapolates worst (experiments/cpu_holdout_family).
+
 All return ``(log_ms [B], node_contrib_ms [N] or None)``; readouts with ``needs_prior = True`` also take the
-per-op log roofline ms. Register more with :func:`register_readout`.
+per-op ``(compute ms, memory ms)`` of :class:`~gnnperf.predictor.roofline.RooflinePrior`. The context's first
+``hidden`` columns are the device and workload (``HardwareConditioning``); the rest, if any, encode the graph's
+aggregate features. Register more with :func:`register_readout`.
 """
 
 from __future__ import annotations
@@ -119,16 +127,55 @@ class RooflineReadout(nn.Module):
         with torch.no_grad():  # start near: twice the roofline time, about 10 us fixed cost per op
             self.node_mlp[-1].bias.copy_(torch.tensor([0.7, -11.5]))
 
-    def parts(self, h: Tensor, context: Tensor, batch: Tensor, prior: Tensor) -> tuple[Tensor, Tensor]:
+    def parts(
+        self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, Tensor]:
         """(log ms of each op [N], log ms of each graph's overhead [B])."""
+        prior = torch.log(prior[0] + prior[1] + 1e-7)  # 0.1 ns floor: ops without cost keep a finite log
         factor, fixed = self.node_mlp(h).unbind(-1)
         bound = math.log(self.MAX_FACTOR)
         log_node = torch.logaddexp(prior + bound * torch.tanh(factor / bound), fixed.clamp(-25.0, 10.0))
         return log_node, self.log_overhead(context).squeeze(-1).clamp(-25.0, 10.0)
 
-    def forward(self, h: Tensor, context: Tensor, batch: Tensor, prior: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(
+        self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, Tensor]:
         log_node, log_overhead = self.parts(h, context, batch, prior)
         return _segment_logsumexp(log_node, batch, log_overhead), torch.exp(log_node)
+
+
+@register_readout("anchored")
+class AnchoredReadout(nn.Module):
+    """Graph-level cost model from device and workload, times a bounded GNN correction; see the module docstring."""
+
+    needs_prior = True
+    MAX_CORRECTION = 2.0
+
+    def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.hidden = hidden
+        self.rates = nn.Linear(hidden, 3)  # log compute factor, log memory factor, log overhead ms
+        with torch.no_grad():  # start near: 3x the compute time, the memory time, 1 ms overhead
+            self.rates.bias.copy_(torch.tensor([1.1, 0.0, 0.0]))
+        self.pool = PooledReadout(hidden, context_dim, dropout)
+
+    def forward(
+        self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, None]:
+        size = context.shape[0]
+        compute_ms, memory_ms = (
+            torch.zeros(size, dtype=p.dtype, device=p.device).index_add_(0, batch, p) for p in prior
+        )
+        a, b, c = self.rates(context[:, : self.hidden]).unbind(-1)
+        log_cost = torch.logsumexp(
+            torch.stack(
+                [torch.log(compute_ms + 1e-9) + a, torch.log(memory_ms + 1e-9) + b, c.clamp(-25.0, 10.0)]
+            ),
+            0,
+        )
+        bound = math.log(self.MAX_CORRECTION)
+        correction, _ = self.pool(h, context, batch)
+        return log_cost + bound * torch.tanh(correction / bound), None
 
 
 def build_readout(name: str, hidden: int, context_dim: int, dropout: float = 0.0) -> nn.Module:

@@ -34,7 +34,7 @@ _PEAK = {
 
 
 class RooflinePrior(nn.Module):
-    """``forward(batch) -> log ms [N]``: each op's roofline time on its graph's device and workload."""
+    """``forward(batch, node_batch) -> (compute ms [N], memory ms [N])`` of each op on its graph's device."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -51,7 +51,8 @@ class RooflinePrior(nn.Module):
         self.i_timed = [graph.index(f"timed={t}") for t in timed]
         self.register_buffer("work", torch.tensor([WORK_MULTIPLIER[t] for t in timed]))
 
-    def forward(self, batch, node_batch: Tensor) -> Tensor:
+    def forward(self, batch, node_batch: Tensor) -> tuple[Tensor, Tensor]:
+        """Each op's compute time and memory time in ms on its graph's device, ``([N], [N])``."""
         x, u, hw = batch.x, batch.u, batch.hw
         precision = u[:, self.i_precision].argmax(dim=1)
         peak_tflops = torch.expm1(hw.gather(1, self.peak_column[precision].unsqueeze(1)).squeeze(1))
@@ -63,5 +64,4 @@ class RooflinePrior(nn.Module):
         ms_per_byte = work / (bandwidth_gbs.clamp_min(1e-3) * 1e6)
         flops = torch.expm1(x[:, self.i_flops]).clamp_min(0.0)
         moved = torch.expm1(x[:, self.i_bytes]).clamp_min(0.0).sum(dim=1)
-        roof_ms = flops * ms_per_flop[node_batch] + moved * ms_per_byte[node_batch]
-        return torch.log(roof_ms + 1e-7)  # 0.1 ns floor: ops without cost keep a finite log
+        return flops * ms_per_flop[node_batch], moved * ms_per_byte[node_batch]

@@ -86,12 +86,13 @@ def test_roofline_prior_is_work_over_peak_plus_bytes_over_bandwidth():
     g.hw.zero_()  # no fp16 tensor peak: the fp32 one is used
     g.hw[0, hw_names.index("log1p_peak_fp32_tflops")] = np.log1p(20.0)
     g.hw[0, hw_names.index("log1p_mem_bandwidth_gbs")] = np.log1p(500.0)
-    ms = torch.exp(RooflinePrior()(g, torch.zeros(2, dtype=torch.long)))
+    compute_ms, memory_ms = RooflinePrior()(g, torch.zeros(2, dtype=torch.long))
     # x3 for forward + backward: 4e9 * 3 / 20e12 s = 0.6 ms; 4e6 * 3 / 500e9 s = 0.024 ms
-    torch.testing.assert_close(ms, torch.tensor([0.6, 0.024]), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(compute_ms, torch.tensor([0.6, 0.0]), rtol=1e-4, atol=1e-6)
+    torch.testing.assert_close(memory_ms, torch.tensor([0.0, 0.024]), rtol=1e-4, atol=1e-6)
     g.hw[0, hw_names.index("log1p_peak_fp16_tensor_tflops")] = np.log1p(80.0)
-    ms = torch.exp(RooflinePrior()(g, torch.zeros(2, dtype=torch.long)))
-    torch.testing.assert_close(ms[0], torch.tensor(0.15), rtol=1e-4, atol=1e-6)
+    compute_ms, _ = RooflinePrior()(g, torch.zeros(2, dtype=torch.long))
+    torch.testing.assert_close(compute_ms[0], torch.tensor(0.15), rtol=1e-4, atol=1e-6)
 
 
 def test_roofline_readout_is_faster_on_a_faster_device():
@@ -161,3 +162,43 @@ def test_stats_become_buffers():
     assert "standardize.hw.std" in model.state_dict()
     with pytest.raises(ValueError, match="shape"):
         small_model(stats={**stats, "u": (torch.zeros(3), torch.ones(3))})
+
+
+def test_features_and_op_types_unseen_in_training_are_ignored():
+    train = [make_graph(9, seed=s) for s in range(4)]
+    unseen = 5  # an op id, and so its one-hot column, that no training graph has
+    for g in train:
+        g.x[:, unseen] = 0.0
+        g.op[g.op == unseen] = unseen + 1
+    model = small_model(stats=stats_of(train)).eval()
+    assert not model.standardize["x"].varied[unseen] and model.standardize["x"].varied[unseen + 1]
+    test = make_graph(9, seed=9)
+    test.op[:] = unseen
+    test.x[:, unseen] = 1.0
+    with torch.no_grad():
+        before, _ = model(Batch.from_data_list([test]))
+        model.op_embedding.weight[unseen].normal_(std=10.0)
+        model.node_encoder[0].weight[:, unseen].normal_(std=10.0)
+        after, _ = model(Batch.from_data_list([test]))
+        torch.testing.assert_close(before, after)  # nothing untrained reaches the prediction
+        test.op[:] = unseen + 1
+        model.op_embedding.weight[unseen + 1].normal_(std=10.0)
+        seen, _ = model(Batch.from_data_list([test]))
+    assert not torch.allclose(seen, after)
+
+
+def test_anchored_readout_stays_within_its_bound_of_the_cost_model():
+    from gnnperf.predictor.readout import AnchoredReadout
+
+    readout = AnchoredReadout(hidden=8, context_dim=16)
+    torch.nn.init.normal_(readout.pool.mlp[-1].weight, std=100.0)  # a wildly confident correction
+    h, context = torch.randn(6, 8), torch.randn(2, 16)
+    batch = torch.tensor([0, 0, 0, 1, 1, 1])
+    prior = (torch.rand(6) * 5.0, torch.rand(6))
+    log_ms, contrib = readout(h, context, batch, prior)
+    a, b, c = readout.rates(context[:, :8]).unbind(-1)
+    compute, memory = (torch.zeros(2).index_add_(0, batch, p) for p in prior)
+    cost = torch.log(compute * a.exp() + memory * b.exp() + c.exp())
+    assert contrib is None
+    assert ((log_ms - cost).abs() <= np.log(AnchoredReadout.MAX_CORRECTION) + 1e-5).all()
+    assert ((log_ms - cost).abs() > 0.5).all()  # and the correction does act
