@@ -45,8 +45,17 @@ def register_split(name: str) -> Callable[[SplitFn], SplitFn]:
 
 
 def _chunk(n: int, frac: float | None, fold: int, num_folds: int) -> slice:
-    """Positions ``fold * k .. (fold + 1) * k`` of ``n`` items, ``k = round(frac * n)`` (at least 1)."""
-    frac = 1.0 / num_folds if frac is None else frac
+    """The test positions of ``fold`` among ``n`` items.
+
+    Without ``frac``, k-fold: the ``num_folds`` chunks partition all ``n`` items, sizes differing by at most one.
+    With ``frac``: positions ``fold * k .. (fold + 1) * k``, ``k = round(frac * n)`` (at least 1).
+    """
+    if frac is None:
+        if fold >= num_folds or n < num_folds:
+            raise GnnperfError(
+                f"fold {fold} of {num_folds}: {n} items cannot make {num_folds} non-empty folds"
+            )
+        return slice(fold * n // num_folds, (fold + 1) * n // num_folds)
     if not 0 < frac < 1:
         raise GnnperfError(f"bad test_frac {frac}: expected a fraction in (0, 1)")
     k = max(1, round(frac * n))

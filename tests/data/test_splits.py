@@ -104,6 +104,15 @@ def test_holdout_column_tests_the_named_values() -> None:
         make_split("holdout_column", df, column="family", values=["gpt"])
 
 
+@pytest.mark.parametrize("name", ["random", "holdout_model"])
+def test_k_folds_partition_every_row_when_the_count_does_not_divide(name: str) -> None:
+    df = table()  # 96 rows of 16 models: neither divides by 5
+    tests = [make_split(name, df, fold=f, num_folds=5)["test"] for f in range(5)]
+    assert sorted(np.concatenate(tests).tolist()) == list(range(len(df)))
+    sizes = [len(t) for t in tests]
+    assert max(sizes) - min(sizes) <= (1 if name == "random" else 2 * len(DEVICES))  # models carry 6 rows
+
+
 def test_impossible_splits_raise_clear_errors() -> None:
     with pytest.raises(GnnperfError, match="families left to train"):
         make_split("holdout_family", table(families=["mlp"]))
