@@ -51,11 +51,10 @@ def _chunk(n: int, frac: float | None, fold: int, num_folds: int) -> slice:
     With ``frac``: positions ``fold * k .. (fold + 1) * k``, ``k = round(frac * n)`` (at least 1).
     """
     if frac is None:
-        if fold >= num_folds or n < num_folds:
-            raise GnnperfError(
-                f"fold {fold} of {num_folds}: {n} items cannot make {num_folds} non-empty folds"
-            )
-        return slice(fold * n // num_folds, (fold + 1) * n // num_folds)
+        start, end = ((2 * i * n + num_folds) // (2 * num_folds) for i in (fold, fold + 1))  # round(i*n/k)
+        if fold >= num_folds or end <= start:
+            raise GnnperfError(f"fold {fold} of {num_folds} is empty: only {n} items to split")
+        return slice(start, end)
     if not 0 < frac < 1:
         raise GnnperfError(f"bad test_frac {frac}: expected a fraction in (0, 1)")
     k = max(1, round(frac * n))
