@@ -83,7 +83,9 @@ def test_invalid_config_key_exits_nonzero(tmp_path):
 def test_sigkill_mid_run_then_rerun_keeps_each_sample_once(tmp_path):
     out = tmp_path / "store"
     args = [*FAST, "zoo.samples_per_family=4", "shard_every=1", f"out_dir={out}"]
-    proc = _cli(*args, start_new_session=True)
+    # Each sample in its own process (seconds each), so the kill lands mid-run even when this machine is busy
+    # and the in-process run would finish its 8 tiny samples before the poll below sees them.
+    proc = _cli(*args, "measure.settings.isolate=true", start_new_session=True)
     store = SampleStore(out) if out.exists() else None
     deadline = time.time() + 180
     while time.time() < deadline:  # kill once some, not all, samples are stored
