@@ -263,6 +263,9 @@ def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
     return cost
 
 
+_WARNED_UNKNOWN: set[str] = set()  # op types already reported by graph_costs in this process
+
+
 def graph_costs(graph: OpGraph, batch_size: int) -> tuple[list[Cost], dict[str, int]]:
     """Costs of every node, and the op types that had no rule (counted; costed as zero)."""
     costs = [node_cost(graph, node, batch_size) for node in graph.nodes]
@@ -270,6 +273,8 @@ def graph_costs(graph: OpGraph, batch_size: int) -> tuple[list[Cost], dict[str, 
     for node, c in zip(graph.nodes, costs):
         if not c.known:
             unknown[node.op_type] = unknown.get(node.op_type, 0) + 1
-    if unknown:
-        log.warning("no cost rule for %s; counted as %s with zero cost", ", ".join(sorted(unknown)), OTHER)
+    new = sorted(set(unknown) - _WARNED_UNKNOWN)
+    if new:  # once per op type and process: a training run costs each graph at every batch size it loads
+        _WARNED_UNKNOWN.update(new)
+        log.warning("no cost rule for %s; counted as %s with zero cost", ", ".join(new), OTHER)
     return costs, unknown
