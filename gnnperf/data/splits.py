@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gnnperf.data.store import select_samples
 from gnnperf.errors import GnnperfError, suggest
 
 log = logging.getLogger(__name__)
@@ -189,9 +190,21 @@ def holdout_hardware(
 
 
 def make_split(
-    name: str, samples: pd.DataFrame, seed: int = 0, fold: int = 0, num_folds: int = 5, **kw: Any
+    name: str,
+    samples: pd.DataFrame,
+    seed: int = 0,
+    fold: int = 0,
+    num_folds: int = 5,
+    test_query: str | None = None,
+    **kw: Any,
 ) -> dict[str, np.ndarray]:
     """The split ``name`` of ``samples``: sorted int64 row positions for ``train``, ``val`` and ``test``.
+
+    Args:
+        test_query: a ``DataFrame.query`` expression; only the test rows it selects are tested, and the other
+            rows the split put in the test part are left out of every part (never trained on). For example a
+            held-out GPU scored on one benchmark's rows while every other source trains the model, without the
+            GPU's rows from those sources leaking into training.
 
     Raises:
         GnnperfError: unknown split name, bad fold, or a split that leaves a part empty.
@@ -204,7 +217,16 @@ def make_split(
         raise GnnperfError(f"bad fold {fold} of num_folds {num_folds}: expected fold >= 0 and num_folds >= 1")
     split = SPLITS[name](samples, seed=seed, fold=fold, num_folds=num_folds, **kw)
     split = {p: np.sort(np.asarray(split[p], dtype=np.int64)) for p in PARTS}
-    check_split(split, len(samples), what=f"split {name} (seed {seed}, fold {fold})")
+    what = f"split {name} (seed {seed}, fold {fold})"
+    if test_query:
+        selected = select_samples(samples.reset_index(drop=True), test_query).index.to_numpy()
+        tested = np.intersect1d(split["test"], selected)
+        log.info(
+            "%s: test_query %r keeps %d of %d test rows; the other %d are in no part",
+            what, test_query, len(tested), len(split["test"]), len(split["test"]) - len(tested),
+        )
+        split["test"] = tested
+    check_split(split, len(samples), what=what, cover=not test_query)
     return split
 
 

@@ -104,6 +104,23 @@ def test_holdout_column_tests_the_named_values() -> None:
         make_split("holdout_column", df, column="family", values=["gpt"])
 
 
+def test_test_query_scores_some_held_out_rows_and_trains_on_none_of_the_others() -> None:
+    df = table()
+    df["source"] = np.where(df["batch_size"] == 2, "bench-a", "bench-b")
+    kw = {"column": "hardware", "values": ["rtx-3090"]}
+    full = make_split("holdout_column", df, seed=0, **kw)
+    split = make_split("holdout_column", df, seed=0, test_query="source == 'bench-a'", **kw)
+    assert set(df.source[split["test"]]) == {"bench-a"} and set(df.hardware[split["test"]]) == {"rtx-3090"}
+    assert np.array_equal(split["train"], full["train"]) and np.array_equal(split["val"], full["val"])
+    left_out = np.setdiff1d(np.arange(len(df)), np.concatenate([split[p] for p in PARTS]))
+    assert len(left_out) == len(full["test"]) - len(split["test"]) > 0
+    assert set(df.hardware[left_out]) == {"rtx-3090"} and set(df.source[left_out]) == {"bench-b"}
+    with pytest.raises(GnnperfError, match="leaves test empty"):
+        make_split("holdout_column", df, seed=0, test_query="source == 'bench-c'", **kw)
+    with pytest.raises(GnnperfError, match="bad sample query"):
+        make_split("holdout_column", df, seed=0, test_query="source ==", **kw)
+
+
 @pytest.mark.parametrize("name", ["random", "holdout_model"])
 def test_k_folds_partition_every_row_when_the_count_does_not_divide(name: str) -> None:
     df = table()  # 96 rows of 16 models: neither divides by 5
