@@ -223,7 +223,11 @@ def make_split(
         tested = np.intersect1d(split["test"], selected)
         log.info(
             "%s: test_query %r keeps %d of %d test rows; the other %d are in no part",
-            what, test_query, len(tested), len(split["test"]), len(split["test"]) - len(tested),
+            what,
+            test_query,
+            len(tested),
+            len(split["test"]),
+            len(split["test"]) - len(tested),
         )
         split["test"] = tested
     check_split(split, len(samples), what=what, cover=not test_query)
