@@ -43,7 +43,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     g.add_argument("stores", nargs="+", help="sample store directories")
     g.add_argument("--cache", required=True, metavar="DIR", help="graph cache directory")
     g.add_argument("--query", help="pandas query selecting the samples (as in the data config)")
-    g.add_argument("--workers", type=int, default=1, help="worker processes (one torch thread each)")
+    g.add_argument(
+        "--workers", type=int, default=1, help="worker processes (one torch thread each); 0: in this process"
+    )
     g.add_argument("--limit-s", type=int, default=300, help="time limit per model; over it counts as failed")
     g.add_argument("--json", action="store_true", help="print one row per graph as JSON lines")
 

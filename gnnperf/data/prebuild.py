@@ -3,15 +3,21 @@
 :class:`~gnnperf.data.dataset.PerfDataset` builds missing graphs one after the other in its ``process`` step;
 for a public table of hundreds of models that is an hour of exports on one core. This fills the cache first,
 one model per task in ``workers`` spawned processes (each at one torch thread), with a time limit per model so
-one pathological export cannot stall the rest. A dataset with ``build_graphs=False`` then reads the cache.
+one pathological export cannot stall the rest, and a worker the system kills (out of memory) costs only its own
+model: the models that were in flight are retried one at a time, and the one whose lone worker dies again is
+reported as failed. A dataset with ``build_graphs=False`` then reads the cache.
 """
 
 from __future__ import annotations
 
+import hashlib
 import multiprocessing as mp
 import signal
+import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +45,7 @@ def _timeout(signum: int, frame: Any) -> None:
 
 
 def _build_one(job: tuple[str, str, str, int]) -> dict[str, Any]:
+    """Build one graph into the cache; a row saying whether it worked (the worker's job)."""
     ref, shape, cache_dir, limit_s = job
     import torch
 
@@ -62,23 +69,83 @@ def _build_one(job: tuple[str, str, str, int]) -> dict[str, Any]:
     return row
 
 
+Job = tuple[str, str, str, int]  # (model_ref, input_shape, cache_dir, limit_s)
+Build = Callable[[Job], dict[str, Any]]
+TASKS_PER_WORKER = 20  # a fresh worker every 20 models returns the memory that large exports leave behind
+
+
+def _marker(started: str, job: Job) -> Path:
+    return Path(started) / hashlib.sha1(f"{job[0]}@{job[1]}".encode()).hexdigest()
+
+
+def _started_then(build: Build, job: Job, started: str) -> dict[str, Any]:
+    _marker(started, job).touch()  # the parent learns which models were in flight when a worker died
+    return build(job)
+
+
+def _died(job: Job) -> dict[str, Any]:
+    reason = "its worker process died (killed by the system; out of memory?) when built alone"
+    return {"model_ref": job[0], "input_shape": job[1], "ok": False, "reason": reason, "seconds": None}
+
+
+def _pooled(jobs: list[Job], workers: int, build: Build) -> Iterator[dict[str, Any]]:
+    """Rows of ``jobs`` from spawned worker pools, surviving workers that die (see the module docstring)."""
+    # spawn: a fork of a process that has run torch threads can deadlock
+    ctx = mp.get_context("spawn")
+    todo, alone = list(jobs), 0  # alone: how many of todo's first jobs are suspects, each run by itself
+    with tempfile.TemporaryDirectory(prefix="gnnperf-prebuild-") as started:
+        while todo:
+            batch = todo[:1] if alone else todo
+            for marker in Path(started).iterdir():
+                marker.unlink()
+            finished: set[Job] = set()
+            pool = ProcessPoolExecutor(
+                1 if alone else workers, mp_context=ctx, max_tasks_per_child=TASKS_PER_WORKER
+            )
+            try:
+                futures = {pool.submit(_started_then, build, job, started): job for job in batch}
+                for future in as_completed(futures):
+                    row = future.result()  # BrokenProcessPool when a worker died
+                    finished.add(futures[future])
+                    yield row
+            except BrokenProcessPool:
+                unfinished = [j for j in batch if j not in finished]
+                in_flight = [j for j in unfinished if _marker(started, j).exists()] or unfinished[:1]
+                if alone:  # the suspect's own worker died: that model is the cause
+                    yield _died(batch[0])
+                    finished.add(batch[0])
+                else:  # retry what was in flight one at a time, first, then the rest in parallel again
+                    todo = in_flight + [j for j in todo if j not in set(in_flight)]
+                    alone = len(in_flight) + 1  # decremented below
+            finally:  # also when the caller stops early: queued models are dropped, not built first
+                pool.shutdown(wait=True, cancel_futures=True)
+            todo = [j for j in todo if j not in finished]
+            alone = max(alone - 1, 0)
+
+
 def iter_prebuild(
-    keys: Sequence[tuple[str, str]], cache_dir: str | Path, workers: int = 1, limit_s: int = 300
+    keys: Sequence[tuple[str, str]],
+    cache_dir: str | Path,
+    workers: int = 1,
+    limit_s: int = 300,
+    build: Build = _build_one,
 ) -> Iterator[dict[str, Any]]:
     """Build every ``(model_ref, input_shape)`` graph into ``cache_dir``, yielding one row per key as it finishes.
 
     Rows: ``model_ref``, ``input_shape``, ``ok``, ``seconds`` (in the worker, imports excluded) and ``reason``
     when not ok. Cached graphs are hits (milliseconds).
+
+    Args:
+        workers: spawned worker processes; 0 builds in this process (no start-up cost, but a model that
+            exhausts memory takes the whole run down with it).
+        build: the per-model job (a picklable top-level function; tests replace it).
     """
     Path(cache_dir).mkdir(parents=True, exist_ok=True)
     jobs = [(ref, shape, str(cache_dir), int(limit_s)) for ref, shape in keys]
-    if workers <= 1:
-        yield from map(_build_one, jobs)
+    if workers <= 0:
+        yield from map(build, jobs)
         return
-    # spawn: a fork of a process that has run torch threads can deadlock; a fresh worker every 20 models
-    # returns the memory that large exports leave behind
-    with mp.get_context("spawn").Pool(workers, maxtasksperchild=20) as pool:
-        yield from pool.imap_unordered(_build_one, jobs)
+    yield from _pooled(jobs, workers, build)
 
 
 def prebuild_graphs(

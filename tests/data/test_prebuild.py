@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from gnnperf.cli import main
 from gnnperf.data.dataset import PerfDataset
-from gnnperf.data.prebuild import graph_keys, prebuild_graphs
+from gnnperf.data.prebuild import graph_keys, iter_prebuild, prebuild_graphs
+from tests.data.prebuild_jobs import KILLED, fake_build
 from tests.data.test_dataset import BROKEN, DEVICES, REFS, _row, _write_store
 
 
@@ -45,3 +48,16 @@ def test_cli_reports_failures_and_exits_1(tmp_path, capsys):
     assert rc == 1 and len(rows) == 4 and [r["model_ref"] for r in rows if not r["ok"]] == [BROKEN]
     rc = main(["data", "graphs", str(store), "--cache", str(tmp_path / "g"), "--query", "mode == 'infer'"])
     assert rc == 0 and "graphs: 1 of 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_killed_worker_fails_its_own_model_and_the_rest_are_built(tmp_path, workers):
+    keys = (
+        [(f"zoo:m{i}", "3,8,8") for i in range(3)]
+        + [(KILLED, "3,8,8")]
+        + [(f"zoo:n{i}", "3,8,8") for i in range(3)]
+    )
+    rows = list(iter_prebuild(keys, tmp_path / "g", workers=workers, build=fake_build))
+    assert sorted(r["model_ref"] for r in rows) == sorted(k[0] for k in keys)  # each model once
+    failed = [r for r in rows if not r["ok"]]
+    assert [r["model_ref"] for r in failed] == [KILLED] and "worker process died" in failed[0]["reason"]
