@@ -50,13 +50,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     val_pred = torch.cat(trainer.predict(model, dataloaders=dm.val_dataloader())).numpy()
     val_true = dm.dataset.samples["iteration_time_ms"].to_numpy()[dm.split["val"]]
     test_pred = torch.cat(trainer.predict(model, datamodule=dm)).numpy()
-    out_dir = Path(cfg.checkpoint_out).parent
-    result = compare(dm, test_pred, list(cfg.baselines or []), out_dir=out_dir, plots=bool(cfg.plots))
-    print_table(result["table"], title=f"test part of split {cfg.split.name} (fold {cfg.split.fold})")
-
     log_ratio = np.log(val_true) - np.log(val_pred)  # split-conformal: val residuals give the interval
     alpha = (1.0 - float(cfg.interval)) / 2
     interval = [float(np.quantile(log_ratio, alpha)), float(np.quantile(log_ratio, 1 - alpha))]
+    # saved before the baselines run: a failure there (memory, a baseline bug) does not lose the trained model
     save_predictor(
         model,
         cfg.checkpoint_out,
@@ -69,12 +66,16 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         },
         metrics={**val_metrics, **test_metrics},
     )
+    log.info("predictor checkpoint: %s", cfg.checkpoint_out)
+    out_dir = Path(cfg.checkpoint_out).parent
+    result = compare(dm, test_pred, list(cfg.baselines or []), out_dir=out_dir, plots=bool(cfg.plots))
+    print_table(result["table"], title=f"test part of split {cfg.split.name} (fold {cfg.split.fold})")
+
     metrics = {**val_metrics, **test_metrics}
     for name, row in result["table"].iterrows():
         if name != "gnn":
             metrics.update({f"baseline/{name}/{k}": float(v) for k, v in row.items()})
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
-    log.info("predictor checkpoint: %s", cfg.checkpoint_out)
     return metrics
 
 
