@@ -146,7 +146,10 @@ class BaselineData:
 
     @classmethod
     def from_batches(cls, batches: Iterable[Any], specs: Mapping[str, HardwareSpec]) -> BaselineData:
-        """Arrays from PyG batches of the dataset (raw, unnormalised features).
+        """Arrays from PyG batches of the dataset (raw, unnormalised features), or from its single samples.
+
+        Single samples keep ``op_seq`` as views of the dataset's cached per-(graph, batch size) arrays, shared by
+        every device's sample; batches copy them (tens of GB for ten thousand large graphs).
 
         FLOPs and bytes are read back from the node columns ``log_flops``, ``log_bytes_read`` and
         ``log_bytes_written`` (``expm1``), precision and timed region from the one-hots of ``u``.
@@ -169,7 +172,7 @@ class BaselineData:
             if getattr(batch, "agg", None) is None:
                 raise GnnperfError("batches have no 'agg' field: build the dataset with aggregate features")
             x = batch.x.detach().cpu().numpy()
-            ptr = batch.ptr.detach().cpu().numpy()
+            ptr = batch.ptr.detach().cpu().numpy() if hasattr(batch, "ptr") else np.array([0, len(x)])
             u = batch.u.detach().cpu().numpy()
             parts["agg"].append(batch.agg.detach().cpu().numpy())
             parts["hw"].append(batch.hw.detach().cpu().numpy())

@@ -71,6 +71,31 @@ def _stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return x.mean(axis=0), np.where(std > 1e-6, std, 1.0)
 
 
+def _seq_stats(seqs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_stats` of the rows of every sequence, without concatenating them (float64 sums per sequence)."""
+    n = sum(len(s) for s in seqs)
+    total = sum(s.sum(axis=0, dtype=np.float64) for s in seqs)
+    mean = total / n
+    var = sum(((s - mean) ** 2).sum(axis=0) for s in seqs) / n
+    std = np.sqrt(var)
+    return mean, np.where(std > 1e-6, std, 1.0)
+
+
+def _unique(seqs: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+    """(distinct arrays, each sequence's position among them): samples of one graph at one batch size share
+    the dataset's cached feature array, so it is standardised and packed once, not once per device."""
+    first: dict[tuple, int] = {}
+    distinct: list[np.ndarray] = []
+    where = np.empty(len(seqs), dtype=np.int64)
+    for i, s in enumerate(seqs):  # views of one buffer are new array objects: key on the memory they show
+        key = (s.__array_interface__["data"][0], s.shape, s.strides, s.dtype.str)
+        j = first.setdefault(key, len(distinct))
+        if j == len(distinct):
+            distinct.append(s)
+        where[i] = j
+    return distinct, where
+
+
 @register_baseline("sequence")
 class SequenceBaseline(Baseline):
     """Sliding-window MLP over the op sequence with hardware/aggregate context."""
@@ -120,9 +145,11 @@ class SequenceBaseline(Baseline):
             raise GnnperfError("baseline 'sequence': hardware/aggregate features differ from the fitted ones")
         pad = np.zeros((self.config["window"] - 1, len(self.op_columns)), dtype=np.float32)
         mean, std = self.stats["op_mean"], self.stats["op_std"]
-        parts = [p for s in data.op_seq for p in (((s - mean) / std).astype(np.float32), pad)]
-        lengths = np.array([len(s) for s in data.op_seq])
-        starts = np.concatenate([[0], np.cumsum(lengths + len(pad))[:-1]])
+        distinct, where = _unique(data.op_seq)
+        parts = [p for s in distinct for p in (((s - mean) / std).astype(np.float32), pad)]
+        lengths = np.array([len(s) for s in distinct])
+        starts = np.concatenate([[0], np.cumsum(lengths + len(pad))[:-1]])[where]
+        lengths = lengths[where]
         ctx = (ctx - self.stats["ctx_mean"]) / self.stats["ctx_std"]
         return (
             torch.from_numpy(np.concatenate(parts)),
@@ -159,7 +186,7 @@ class SequenceBaseline(Baseline):
             raise GnnperfError("baseline 'sequence' needs per-op features (op_seq)")
         cfg = self.config
         self.op_columns = tuple(train.op_columns)
-        op_mean, op_std = _stats(np.concatenate(train.op_seq).astype(np.float64))
+        op_mean, op_std = _seq_stats(train.op_seq)
         ctx_mean, ctx_std = _stats(self._context(train).astype(np.float64))
         self.stats = {"op_mean": op_mean, "op_std": op_std, "ctx_mean": ctx_mean, "ctx_std": ctx_std}
         packed = self._pack(train)

@@ -16,12 +16,10 @@ log = logging.getLogger(__name__)
 
 def baseline_data(dm, part: str):
     """The :class:`BaselineData` of one part of a set-up :class:`PerfDataModule`, in split order."""
-    from torch_geometric.loader import DataLoader
-
     from gnnperf.baselines.registry import BaselineData
 
-    loader = DataLoader(dm.part(part), batch_size=128, shuffle=False)
-    return BaselineData.from_batches(loader, dm.dataset.hardware_specs)
+    data = dm.part(part)  # sample by sample, not batched: op sequences stay shared with the dataset's cache
+    return BaselineData.from_batches((data[i] for i in range(len(data))), dm.dataset.hardware_specs)
 
 
 def compare(

@@ -134,6 +134,27 @@ def test_sequence_is_reproducible(splits):
     np.testing.assert_array_equal(a, b)
 
 
+def test_sequence_packs_shared_op_arrays_once_with_the_same_predictions(splits):
+    from gnnperf.baselines.sequence import _seq_stats, _stats, _unique
+
+    train = splits["train"].subset(np.arange(40))
+    base = [s.astype(np.float32) for s in train.op_seq[:20]]
+    # samples 20-39 are the dataset's same (graph, batch) at other devices: views of the first twenty arrays
+    train.op_seq = base + [s[:] for s in base]
+    copied = train.subset(np.arange(40))
+    copied.op_seq = [s.copy() for s in train.op_seq]
+    distinct, where = _unique(train.op_seq)
+    assert len(distinct) == 20 and list(where) == list(range(20)) * 2
+    assert len(_unique(copied.op_seq)[0]) == 40
+    np.testing.assert_allclose(
+        _seq_stats(train.op_seq), _stats(np.concatenate(train.op_seq).astype(np.float64))
+    )
+    shared = get_baseline("sequence")(epochs=2).fit(train).predict(splits["test"])
+    np.testing.assert_allclose(
+        shared, get_baseline("sequence")(epochs=2).fit(copied).predict(splits["test"]), rtol=1e-5
+    )
+
+
 def test_flops_uses_intercept_for_constant_overhead():
     data = make_data(60, ["dev-a"], seed=3, noise=0.0)
     data.y_ms = data.y_ms + 5.0  # launch overhead
@@ -219,3 +240,9 @@ def test_from_batches_reads_the_batch_format():
     assert no_y.y_ms is None
     with pytest.raises(GnnperfError, match="no hardware spec for 'gpu-y'"):
         BaselineData.from_batches([_pyg_batch(["gpu-y"], ["fp32"], ["fwd"])], specs)
+    # single samples (what compare passes) read the same, and keep op_seq as views of each sample's x
+    samples = batches[0].to_data_list() + batches[1].to_data_list()
+    single = BaselineData.from_batches(samples, specs)
+    np.testing.assert_allclose(single.flops, data.flops, rtol=1e-6)
+    assert list(single.timed) == list(data.timed) and list(single.sample_id) == list(data.sample_id)
+    assert np.shares_memory(single.op_seq[0], samples[0].x.numpy())
