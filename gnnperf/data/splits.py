@@ -8,7 +8,7 @@ row. Splits depend only on the table's content and the seed (groups are sorted b
 |---|---|---|
 | ``random`` | rows: chunk ``fold`` of a seeded permutation, ``test_frac`` of the rows (default ``1/num_folds``) | ``val_frac`` of the rows, from the rest |
 | ``holdout_model`` | models (``model_ref``): chunk ``fold`` of the shuffled models, ``test_frac`` of them | ``val_frac`` of the models, from the rest |
-| ``holdout_family`` | families ``fold::num_folds`` of the sorted family list | ``val_frac`` of the remaining models |
+| ``holdout_family`` | families ``fold::num_folds`` of the sorted family list (of the ``family_query`` rows) | ``val_frac`` of the remaining models |
 | ``holdout_hardware`` | device ``fold`` of the sorted device list | ``val_frac`` of the models, on the other devices |
 | ``holdout_column`` | rows whose ``column`` is one of ``values`` (``source``: train on CNN tables, test on transformers) | ``val_frac`` of the other models |
 """
@@ -130,10 +130,20 @@ def holdout_model(
 
 @register_split("holdout_family")
 def holdout_family(
-    samples: pd.DataFrame, seed: int, fold: int, num_folds: int, val_frac: float = 0.1
+    samples: pd.DataFrame,
+    seed: int,
+    fold: int,
+    num_folds: int,
+    val_frac: float = 0.1,
+    family_query: str | None = None,
 ) -> dict[str, np.ndarray]:
-    """Leave-family-out: fold ``f`` tests families ``f::num_folds`` of the sorted family list."""
-    families = np.unique(samples["family"].to_numpy())
+    """Leave-family-out: fold ``f`` tests families ``f::num_folds`` of the sorted family list.
+
+    ``family_query`` takes the family list from the rows it selects only (e.g. one benchmark table, so its folds
+    stay the same when other tables join the training data); a held-out family's rows of every table are tested.
+    """
+    listed = select_samples(samples, family_query) if family_query else samples
+    families = np.unique(listed["family"].to_numpy())
     if fold >= num_folds:
         raise GnnperfError(f"holdout_family fold {fold} is not below num_folds {num_folds}")
     test_families = families[fold::num_folds]

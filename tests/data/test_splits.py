@@ -121,6 +121,27 @@ def test_test_query_scores_some_held_out_rows_and_trains_on_none_of_the_others()
         make_split("holdout_column", df, seed=0, test_query="source ==", **kw)
 
 
+def test_holdout_family_folds_can_come_from_one_table() -> None:
+    df = pd.concat(
+        [table().assign(source="bench"), table(families=["bert", "resnet"]).assign(source="other")]
+    )
+    df = df.reset_index(drop=True).assign(sample_id=[f"s{i:04d}" for i in range(len(df))])
+    alone = make_split(
+        "holdout_family", df[df.source == "bench"].reset_index(drop=True), seed=0, fold=1, num_folds=2
+    )
+    bench_query = "source == 'bench'"
+    split = make_split(
+        "holdout_family", df, seed=0, fold=1, num_folds=2, family_query=bench_query, test_query=bench_query
+    )
+    held_out = set(df.family[df.source == "bench"].to_numpy()[alone["test"]])
+    assert set(df.family[split["test"]]) == held_out == {"resnet", "vit"} and set(
+        df.source[split["test"]]
+    ) == {"bench"}
+    assert "bert" in set(df.family[split["train"]]) | set(df.family[split["val"]])  # never a test family here
+    in_no_part = np.setdiff1d(np.arange(len(df)), np.concatenate([split[p] for p in PARTS]))
+    assert set(df.family[in_no_part]) == {"resnet"} and set(df.source[in_no_part]) == {"other"}
+
+
 @pytest.mark.parametrize("name", ["random", "holdout_model"])
 def test_k_folds_partition_every_row_when_the_count_does_not_divide(name: str) -> None:
     df = table()  # 96 rows of 16 models: neither divides by 5
