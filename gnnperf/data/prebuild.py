@@ -92,15 +92,16 @@ def _pooled(jobs: list[Job], workers: int, build: Build) -> Iterator[dict[str, A
     """Rows of ``jobs`` from spawned worker pools, surviving workers that die (see the module docstring)."""
     # spawn: a fork of a process that has run torch threads can deadlock
     ctx = mp.get_context("spawn")
-    todo, alone = list(jobs), 0  # alone: how many of todo's first jobs are suspects, each run by itself
+    todo: list[Job] = list(jobs)
+    suspects: list[Job] = []  # in flight when a worker died: each is built alone, in a pool of its own
     with tempfile.TemporaryDirectory(prefix="gnnperf-prebuild-") as started:
-        while todo:
-            batch = todo[:1] if alone else todo
+        while todo or suspects:
+            batch = suspects[:1] or todo
             for marker in Path(started).iterdir():
                 marker.unlink()
             finished: set[Job] = set()
             pool = ProcessPoolExecutor(
-                1 if alone else workers, mp_context=ctx, max_tasks_per_child=TASKS_PER_WORKER
+                1 if suspects else workers, mp_context=ctx, max_tasks_per_child=TASKS_PER_WORKER
             )
             try:
                 futures = {pool.submit(_started_then, build, job, started): job for job in batch}
@@ -109,18 +110,16 @@ def _pooled(jobs: list[Job], workers: int, build: Build) -> Iterator[dict[str, A
                     finished.add(futures[future])
                     yield row
             except BrokenProcessPool:
-                unfinished = [j for j in batch if j not in finished]
-                in_flight = [j for j in unfinished if _marker(started, j).exists()] or unfinished[:1]
-                if alone:  # the suspect's own worker died: that model is the cause
+                if suspects:  # the suspect's own worker died: that model is the cause
                     yield _died(batch[0])
                     finished.add(batch[0])
-                else:  # retry what was in flight one at a time, first, then the rest in parallel again
-                    todo = in_flight + [j for j in todo if j not in set(in_flight)]
-                    alone = len(in_flight) + 1  # decremented below
+                else:
+                    unfinished = [j for j in batch if j not in finished]
+                    suspects = [j for j in unfinished if _marker(started, j).exists()] or unfinished[:1]
             finally:  # also when the caller stops early: queued models are dropped, not built first
                 pool.shutdown(wait=True, cancel_futures=True)
-            todo = [j for j in todo if j not in finished]
-            alone = max(alone - 1, 0)
+            suspects = [j for j in suspects if j not in finished]
+            todo = [j for j in todo if j not in finished and j not in suspects]
 
 
 def iter_prebuild(
