@@ -76,7 +76,24 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         if name != "gnn":
             metrics.update({f"baseline/{name}/{k}": float(v) for k, v in row.items()})
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
+    memory = {**dm.dataset.memory_report(), "peak_rss_bytes": _peak_rss_bytes()}
+    (out_dir / "memory.json").write_text(json.dumps(memory, indent=1))
+    log.info(
+        "memory: %d samples, %d graphs, feature cache %.2f GB in %d entries, process peak %.2f GB",
+        memory["samples"], memory["graphs"], memory["data_cache_bytes"] / 1e9, memory["data_cache_entries"],
+        memory["peak_rss_bytes"] / 1e9,
+    )  # fmt: skip
     return metrics
+
+
+def _peak_rss_bytes() -> int:
+    """This process's peak resident memory (Linux and macOS; 0 where ``resource`` is missing)."""
+    try:
+        import resource
+    except ImportError:
+        return 0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if sys.platform == "darwin" else peak * 1024)  # bytes on macOS, KiB on Linux
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")

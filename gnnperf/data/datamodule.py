@@ -63,12 +63,15 @@ class PerfDataModule(pl.LightningDataModule):
         self.query = query
         self.build_graphs = build_graphs
         self.dataset: PerfDataset | None = None
+        self._prepared: PerfDataset | None = None  # loaded by prepare_data, taken over by setup
         self.split: dict[str, np.ndarray] | None = None
         self.stats: dict | None = None
 
     def prepare_data(self) -> None:
-        # Process once (graphs exported, files written) before any worker loads the processed files.
-        self._dataset()
+        # Process once (graphs exported, files written) before any worker loads the processed files. Lightning
+        # calls this in fit() after our own setup(): the dataset is loaded by then, do not load it twice.
+        if self.dataset is None:
+            self._prepared = self._dataset()
 
     def _dataset(self) -> PerfDataset:
         return PerfDataset(
@@ -82,7 +85,7 @@ class PerfDataModule(pl.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.dataset is not None:
             return
-        dataset = self._dataset()
+        dataset, self._prepared = self._prepared or self._dataset(), None
         samples = dataset.samples
         if self.split_file is not None and self.split_file.exists():
             split = load_split(self.split_file, samples)

@@ -1,9 +1,11 @@
 """The PyG dataset of measured samples: one op graph per (model, input shape), specialised per batch size.
 
 ``process()`` (:func:`gnnperf.data.processing.process_samples`) reads the stores' samples, builds each distinct
-(model_ref, input_shape) graph once and writes to ``<root>/processed/``: ``graphs.json.gz`` (the OpGraphs),
+(model_ref, input_shape) graph once and writes to ``<root>/processed/``: ``graphs.jsonl.gz`` (the OpGraphs, read
+one at a time when needed: :class:`~gnnperf.data.processing.GraphFile`),
 ``samples.parquet`` (the sample table with ``graph_idx`` and ``hw_id``), ``devices.json`` (device names and
-their specs) and, last, ``meta.json`` (the feature version and a fingerprint of the stores' shards). A
+their specs) and, last, ``meta.json`` (the feature version, a fingerprint of the stores' shards and the graphs'
+byte offsets). A
 ``meta.json`` from another ``FEATURE_VERSION``, hardware table or set of shards makes the next construction
 reprocess.
 
@@ -16,7 +18,6 @@ strings ``model_ref``, ``family``, ``hardware``, ``sample_id`` (the batch format
 from __future__ import annotations
 
 import copy
-import gzip
 import hashlib
 import json
 import logging
@@ -33,7 +34,7 @@ import torch
 from torch_geometric.data import Data, Dataset
 
 from gnnperf.data.aggregate import aggregate_features
-from gnnperf.data.processing import process_samples, workload_from_row
+from gnnperf.data.processing import GRAPHS_FILE, GraphFile, process_samples, workload_from_row
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache
@@ -50,7 +51,7 @@ from gnnperf.hardware.vector import hardware_vector
 from gnnperf.measure.workload import Workload
 
 log = logging.getLogger(__name__)
-PROCESSED_FORMAT = 1  # layout of the processed files; bump when it changes
+PROCESSED_FORMAT = 2  # layout of the processed files; bump when it changes
 STAT_KEYS = ("x", "edge_attr", "u", "hw", "agg")
 
 
@@ -135,7 +136,7 @@ class PerfDataset(Dataset):
 
     @property
     def processed_file_names(self) -> list[str]:
-        return ["graphs.json.gz", "samples.parquet", "devices.json", "meta.json"]  # meta.json written last
+        return [GRAPHS_FILE, "samples.parquet", "devices.json", "meta.json"]  # meta.json written last
 
     def download(self) -> None:
         raise GnnperfError(f"no sample shards in {', '.join(map(str, self.stores))}")
@@ -181,7 +182,7 @@ class PerfDataset(Dataset):
             "graphs": len(self.graphs),
             "samples": len(self.samples),
             "devices": len(self.devices),
-            "graph_file_bytes": (Path(self.processed_dir) / "graphs.json.gz").stat().st_size,
+            "graph_file_bytes": (Path(self.processed_dir) / GRAPHS_FILE).stat().st_size,
             "graph_json_bytes": int(self.meta["graph_json_bytes"]),
             "data_cache_entries": len(self._cache),
             "data_cache_bytes": sum(e.nbytes() for e in self._cache.values()),
@@ -223,8 +224,7 @@ class PerfDataset(Dataset):
     def _load(self) -> None:
         out = Path(self.processed_dir)
         self.meta: dict[str, Any] = json.loads((out / "meta.json").read_text())
-        with gzip.open(out / "graphs.json.gz", "rt") as f:
-            self.graphs: list[OpGraph] = [OpGraph.from_dict(d) for d in json.load(f)]
+        self.graphs: Sequence[OpGraph] = GraphFile(out / GRAPHS_FILE, self.meta["graph_offsets"])
         self.samples: pd.DataFrame = pd.read_parquet(out / "samples.parquet")
         device_rows = json.loads((out / "devices.json").read_text())
         self.devices: list[str] = [r["device"] for r in device_rows]

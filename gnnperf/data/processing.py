@@ -23,10 +23,14 @@ from gnnperf.data.store import SampleStore, select_samples
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.features import FEATURE_VERSION
+from gnnperf.graph.ir import OpGraph
 from gnnperf.hardware.table import HardwareSpec, get_spec, spec_from_dict, spec_to_dict
 from gnnperf.measure.workload import Workload, parse_timed_label
 
 log = logging.getLogger(__name__)
+# One gzip member per graph, each one JSON line: ``zcat`` reads the whole file as JSON lines, and graph k alone is
+# ``gzip.decompress`` of bytes ``meta["graph_offsets"][k:k + 2]`` (see :class:`GraphFile`).
+GRAPHS_FILE = "graphs.jsonl.gz"
 
 
 def workload_from_row(row: Mapping[str, Any]) -> Workload:
@@ -89,21 +93,27 @@ def process_samples(
     dropped["invalid workload"] += len(valid) - sum(valid)
     samples = samples[np.asarray(valid, dtype=bool)] if len(samples) else samples
 
-    graphs, graph_of = [], {}
+    # Graphs are written as they are loaded (one gzip member each) so the OpGraphs are never all in memory.
+    graph_of: dict[tuple[str, str], int] = {}
+    offsets, graph_json_bytes = [0], 0
+    graphs_file = out / GRAPHS_FILE
     keys = samples.groupby(["model_ref", "input_shape"], sort=True)["store_idx"].first()
-    for (ref, shape), store_idx in keys.items():
-        cache = graph_cache or GraphCache(stores[store_idx] / "graphs")
-        try:
-            shape_tuple = tuple(int(d) for d in shape.split(","))
-            graph = build_graph(ref, shape_tuple, cache=cache, cached_only=not build_graphs)
-        except Exception as e:  # exporters fail in many ways; one bad model must not stop the dataset
-            # without building, a miss is expected (counted below); a failed export is worth a warning
-            (log.debug if not build_graphs else log.warning)(
-                "graph of %s at %s not built: %s: %s", ref, shape, type(e).__name__, e
-            )
-            continue
-        graph_of[(ref, shape)] = len(graphs)
-        graphs.append(graph)
+    with open(graphs_file, "wb") as f:
+        for (ref, shape), store_idx in keys.items():
+            cache = graph_cache or GraphCache(stores[store_idx] / "graphs")
+            try:
+                shape_tuple = tuple(int(d) for d in shape.split(","))
+                graph = build_graph(ref, shape_tuple, cache=cache, cached_only=not build_graphs)
+            except Exception as e:  # exporters fail in many ways; one bad model must not stop the dataset
+                # without building, a miss is expected (counted below); a failed export is worth a warning
+                (log.debug if not build_graphs else log.warning)(
+                    "graph of %s at %s not built: %s: %s", ref, shape, type(e).__name__, e
+                )
+                continue
+            line = json.dumps(graph.to_dict(), separators=(",", ":")).encode() + b"\n"
+            graph_json_bytes += len(line)
+            offsets.append(offsets[-1] + f.write(gzip.compress(line, compresslevel=3)))
+            graph_of[(ref, shape)] = len(graph_of)
     graph_idx = [graph_of.get(k, -1) for k in zip(samples["model_ref"], samples["input_shape"])]
     samples = samples.assign(graph_idx=np.asarray(graph_idx, dtype=np.int64))
     missing = "graph not built" if build_graphs else "graph not in the cache"
@@ -122,9 +132,6 @@ def process_samples(
     devices = sorted(samples["hardware"].unique())
     samples = samples.assign(hw_id=samples["hardware"].map({d: i for i, d in enumerate(devices)}))
     samples = samples.drop(columns="store_idx").sort_values("sample_id").reset_index(drop=True)
-    graph_json = json.dumps([g.to_dict() for g in graphs], separators=(",", ":"))
-    with gzip.open(out / "graphs.json.gz", "wt", compresslevel=3) as f:
-        f.write(graph_json)
     samples.to_parquet(out / "samples.parquet", index=False)
     device_rows = [{"device": d, "spec": spec_to_dict(specs[d])} for d in devices]
     (out / "devices.json").write_text(json.dumps(device_rows, indent=1))
@@ -134,9 +141,10 @@ def process_samples(
         "stores": [str(s) for s in stores],
         "status": status,
         "samples": len(samples),
-        "graphs": len(graphs),
+        "graphs": len(graph_of),
         "dropped": dict(dropped),
-        "graph_json_bytes": len(graph_json),
+        "graph_json_bytes": graph_json_bytes,
+        "graph_offsets": offsets,
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
 
@@ -162,3 +170,31 @@ def device_specs(stores: Sequence[Path], names: list[str]) -> dict[str, Hardware
         except GnnperfError:
             log.warning("hardware %r is neither in a store's hardware/ records nor in the table", name)
     return specs
+
+
+class GraphFile(Sequence[OpGraph]):
+    """The processed dataset's graphs, read one at a time from :data:`GRAPHS_FILE` when asked for.
+
+    Held as Python objects, the graphs of every public table (1.6k graphs, a million ops) took 3 GB and half a
+    minute to parse; the dataset needs a graph only to compute the features of a (graph, batch size) it has not
+    cached, so it keeps byte offsets instead and parses that one graph. The last graph read is kept: a caller
+    going through one graph's batch sizes in a row parses it once.
+    """
+
+    def __init__(self, path: Path, offsets: Sequence[int]) -> None:
+        self.path, self.offsets = Path(path), [int(o) for o in offsets]
+        self._last: tuple[int, OpGraph] | None = None
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, k: int) -> OpGraph:  # type: ignore[override]
+        if not -len(self) <= k < len(self):
+            raise IndexError(f"graph {k} of {len(self)}")
+        k %= len(self)
+        if self._last is None or self._last[0] != k:
+            with open(self.path, "rb") as f:  # opened per read: safe in forked DataLoader workers
+                f.seek(self.offsets[k])
+                blob = f.read(self.offsets[k + 1] - self.offsets[k])
+            self._last = (k, OpGraph.from_dict(json.loads(gzip.decompress(blob))))
+        return self._last[1]

@@ -115,6 +115,10 @@ def test_train_returns_metrics_and_writes_a_predictor(trained):
         assert key in metrics and metrics[key] == metrics[key]  # present and not NaN
     comparison = json.loads((ckpt.parent / "comparison.json").read_text())
     assert set(comparison) == {"gnn", "flops", "gbm"}
+    memory = json.loads((ckpt.parent / "memory.json").read_text())
+    assert (
+        memory["data_cache_entries"] > 0 and memory["data_cache_bytes"] > 0 and memory["peak_rss_bytes"] > 0
+    )
 
 
 def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):

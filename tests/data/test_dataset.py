@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import math
 import warnings
@@ -14,11 +15,13 @@ import gnnperf.data.processing as processing_module
 from gnnperf.data.aggregate import AGG_FEATURES, aggregate_features
 from gnnperf.data.datamodule import PerfDataModule
 from gnnperf.data.dataset import PerfDataset, workload_from_row
+from gnnperf.data.processing import GRAPHS_FILE, GraphFile
 from gnnperf.data.schema import sample_id
 from gnnperf.data.splits import load_split
 from gnnperf.data.stats import feature_stats
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
+from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.features import EDGE_FEATURES, FEATURE_VERSION, GRAPH_FEATURES, NODE_FEATURES
 from gnnperf.hardware.table import get_spec, spec_to_dict
 from gnnperf.hardware.vector import HARDWARE_FEATURES
@@ -119,6 +122,40 @@ def test_graphs_are_built_once_per_model_and_bad_graphs_dropped(built) -> None:
     assert report["dropped"] == {"graph not built": 1} and report["graph_file_bytes"] > 0
     assert ds.devices == sorted([*DEVICES, CPU])
     assert ds.hardware_specs[CPU].kind == "cpu" and ds.hardware_specs["rtx-3090"].kind == "gpu"
+
+
+def test_graphs_are_read_one_at_a_time_from_the_processed_file(built) -> None:
+    ds, _, _, tmp = built
+    assert isinstance(ds.graphs, GraphFile)  # offsets, not a list of parsed OpGraphs
+    cache = GraphCache(tmp / "graphs")
+    for k in range(len(ds.graphs)):
+        row = ds.samples[ds.samples.graph_idx == k].iloc[0]
+        shape = tuple(int(d) for d in row.input_shape.split(","))
+        built_graph = build_graph(row.model_ref, shape, cache=cache, cached_only=True)
+        assert ds.graphs[k].to_dict() == built_graph.to_dict()
+    assert ds.graphs[-1].to_dict() == ds.graphs[len(ds.graphs) - 1].to_dict()
+    with pytest.raises(IndexError):
+        ds.graphs[len(ds.graphs)]
+    path = tmp / "root" / "processed" / GRAPHS_FILE
+    with gzip.open(path, "rt") as f:  # the gzip members read back as one JSON-lines stream
+        refs = [json.loads(line)["model_ref"] for line in f]
+    assert refs == [ds.graphs[k].model_ref for k in range(len(ds.graphs))]
+
+
+def test_fit_loads_the_dataset_once(built, monkeypatch) -> None:
+    _, _, _, tmp = built
+    loads = []
+    real = PerfDataset._load
+    monkeypatch.setattr(PerfDataset, "_load", lambda self: loads.append(1) or real(self))
+    kw = dict(stores=[tmp / "store"], root=tmp / "root", graph_cache=tmp / "graphs", split="holdout_model")
+    dm = PerfDataModule(**kw)
+    dm.setup()
+    dm.prepare_data()  # Lightning's order inside fit() after our own setup()
+    assert len(loads) == 1
+    dm = PerfDataModule(**kw)
+    dm.prepare_data()
+    dm.setup()  # Lightning's own order: setup takes over what prepare_data loaded
+    assert len(loads) == 2 and dm.dataset is not None
 
 
 def test_devices_share_the_cached_tensors(built) -> None:
