@@ -1,0 +1,93 @@
+"""Seed ensembles of gnnperf-train jobs: the GNN's test predictions of several jobs on one split, combined.
+
+Each ``--fold`` names the job folders of one fold (same split and test part, different ``seed``: other weights and
+another validation draw), comma-separated; the first job's baselines are the comparison. Per fold it scores: the
+members alone (and their mean), ``gnn-ens`` (geometric mean of the members' predictions), and ``gnn-ens+gbm``
+(geometric mean of the ensemble and the gradient-boosted baseline, weights fixed at 1/2 beforehand, not tuned on
+any part of the data). Then the mean over folds. Test metrics only; every job must have scored the same samples.
+
+    .venv/bin/python experiments/ensemble.py \\
+        --fold multirun/timm_train_family_all/0,multirun/timm_train_family_all_s1/0,... --fold ... \\
+        --out experiments/timm_train_family/results_ensemble.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gnnperf.eval.metrics import prediction_frame
+from gnnperf.eval.tables import comparison_table, to_markdown
+
+BLEND_WITH = "gbm"
+
+
+def _predictions(job: Path) -> pd.DataFrame:
+    path = job / "predictions.csv"
+    if not path.is_file():
+        raise SystemExit(f"error: {path} does not exist (a gnnperf-train job folder holds it)")
+    return pd.read_csv(path, dtype={"sample_id": str})
+
+
+def fold_table(jobs: list[Path]) -> pd.DataFrame:
+    """Comparison table of one fold: members, their ensemble, the blend, and the first job's baselines."""
+    first = _predictions(jobs[0])
+    ids = np.sort(first.loc[first.predictor == "gnn", "sample_id"].to_numpy())
+    members = []
+    for job in jobs:
+        gnn = _predictions(job).query("predictor == 'gnn'").set_index("sample_id")
+        if not np.array_equal(np.sort(gnn.index.to_numpy()), ids):
+            raise SystemExit(f"error: {job} scored other test samples than {jobs[0]}: not the same split")
+        members.append(gnn.loc[ids])
+    true = members[0]["true_ms"].to_numpy()
+    log_preds = np.log(np.stack([m["pred_ms"].to_numpy() for m in members]))
+    frames = {f"gnn[{k}]": prediction_frame(np.exp(lp), true) for k, lp in enumerate(log_preds)}
+    ensemble = log_preds.mean(0)
+    frames["gnn-ens"] = prediction_frame(np.exp(ensemble), true)
+    baselines = {
+        name: group.set_index("sample_id").loc[ids, "pred_ms"].to_numpy()
+        for name, group in first.groupby("predictor")
+        if name != "gnn"
+    }
+    if BLEND_WITH in baselines:
+        blend = np.exp((ensemble + np.log(baselines[BLEND_WITH])) / 2)
+        frames[f"gnn-ens+{BLEND_WITH}"] = prediction_frame(blend, true)
+    frames.update({name: prediction_frame(pred, true) for name, pred in baselines.items()})
+    table = comparison_table(frames)
+    member_rows = table.loc[[f"gnn[{k}]" for k in range(len(jobs))]]
+    table.loc["gnn (member mean)"] = member_rows.mean()
+    return table
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--fold", action="append", required=True, help="comma-separated job folders of one fold")
+    p.add_argument("--out", type=Path, help="write the tables as JSON")
+    args = p.parse_args()
+    tables = []
+    for k, group in enumerate(args.fold):
+        jobs = [Path(j) for j in group.split(",") if j]
+        table = fold_table(jobs)
+        print(f"\nfold group {k}: {', '.join(map(str, jobs))}\n{to_markdown(table)}")
+        tables.append(table)
+    shared = ["gnn (member mean)", "gnn-ens", f"gnn-ens+{BLEND_WITH}"]
+    rows = [r for r in shared + [r for r in tables[0].index if not r.startswith("gnn")] if r in tables[0].index]
+    mean = pd.concat([t.loc[rows] for t in tables]).groupby(level=0, sort=False).mean()
+    print(f"\nmean over {len(tables)} folds\n{to_markdown(mean.drop(columns='n'))}")
+    if args.out:
+        doc = {
+            "folds": [
+                {"jobs": group.split(","), "table": t.round(4).to_dict(orient="index")}
+                for group, t in zip(args.fold, tables)
+            ],
+            "mean": mean.drop(columns="n").round(4).to_dict(orient="index"),
+        }
+        args.out.write_text(json.dumps(doc, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
