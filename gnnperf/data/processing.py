@@ -96,9 +96,8 @@ def process_samples(
     # Graphs are written as they are loaded (one gzip member each) so the OpGraphs are never all in memory.
     graph_of: dict[tuple[str, str], int] = {}
     offsets, graph_json_bytes = [0], 0
-    graphs_file = out / GRAPHS_FILE
     keys = samples.groupby(["model_ref", "input_shape"], sort=True)["store_idx"].first()
-    with open(graphs_file, "wb") as f:
+    with open(out / GRAPHS_FILE, "wb") as f:
         for (ref, shape), store_idx in keys.items():
             cache = graph_cache or GraphCache(stores[store_idx] / "graphs")
             try:
