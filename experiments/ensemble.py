@@ -75,7 +75,9 @@ def main() -> None:
         print(f"\nfold group {k}: {', '.join(map(str, jobs))}\n{to_markdown(table)}")
         tables.append(table)
     shared = ["gnn (member mean)", "gnn-ens", f"gnn-ens+{BLEND_WITH}"]
-    rows = [r for r in shared + [r for r in tables[0].index if not r.startswith("gnn")] if r in tables[0].index]
+    rows = [
+        r for r in shared + [r for r in tables[0].index if not r.startswith("gnn")] if r in tables[0].index
+    ]
     mean = pd.concat([t.loc[rows] for t in tables]).groupby(level=0, sort=False).mean()
     print(f"\nmean over {len(tables)} folds\n{to_markdown(mean.drop(columns='n'))}")
     if args.out:

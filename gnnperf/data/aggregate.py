@@ -13,6 +13,9 @@ The graph is reduced to totals and an op-type mix at the sample's batch size, fo
 | log2_batch | log2 of the batch size |
 | flops_share=CLASS | share of forward FLOPs in op class CLASS (0 when the graph has no FLOPs) |
 | node_share=CLASS | share of op nodes in op class CLASS |
+| flops_share=grouped_conv | share of forward FLOPs in grouped convolutions that are not depthwise |
+| grouped_conv_x_channels_last | that share with channels-last memory format, else 0 (a slow kernel regime, see
+  :func:`gnnperf.graph.features.conv_groups`) |
 | precision=P, mode=M, optimizer=O, timed=T | one-hots of the workload |
 | h2d | 1 if the host-to-device input copy is timed |
 | channels_last | 1 for channels-last memory format |
@@ -33,6 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gnnperf.graph.cost import MOVEMENT, PER_ELEMENT, REDUCTIONS, Cost, graph_costs
+from gnnperf.graph.features import conv_groups
 from gnnperf.graph.ir import OpGraph
 from gnnperf.measure.workload import MODES, OPTIMIZERS, PRECISIONS, TIMED, Workload
 
@@ -65,6 +69,8 @@ AGG_FEATURES: list[str] = [
     "log2_batch",
     *(f"flops_share={c}" for c in OP_CLASSES),
     *(f"node_share={c}" for c in OP_CLASSES),
+    "flops_share=grouped_conv",
+    "grouped_conv_x_channels_last",
     *(f"precision={p}" for p in PRECISIONS),
     *(f"mode={m}" for m in MODES),
     *(f"optimizer={o}" for o in OPTIMIZERS),
@@ -98,10 +104,15 @@ def aggregate_features(graph: OpGraph, workload: Workload, costs: list[Cost] | N
     activations = sum(math.prod(graph.values[v].shape(batch)) for n in graph.nodes for v in n.outputs)
     flops_by_class = dict.fromkeys(OP_CLASSES, 0.0)
     nodes_by_class = dict.fromkeys(OP_CLASSES, 0.0)
-    for node, cost in zip(graph.nodes, costs, strict=True):
+    grouped_flops = 0.0
+    for i, (node, cost) in enumerate(zip(graph.nodes, costs, strict=True)):
         cls = op_class(node.op_type)
         flops_by_class[cls] += cost.flops
         nodes_by_class[cls] += 1.0
+        groups, in_channels = conv_groups(graph, i)
+        grouped_flops += cost.flops if 1 < groups < in_channels else 0.0
+    grouped_share = grouped_flops / total_flops if total_flops > 0 else 0.0
+    channels_last = float(workload.memory_format == "channels_last")
     num_nodes = len(graph.nodes)
     values = [
         math.log1p(total_flops),
@@ -113,12 +124,14 @@ def aggregate_features(graph: OpGraph, workload: Workload, costs: list[Cost] | N
         math.log2(batch),
         *(flops_by_class[c] / total_flops if total_flops > 0 else 0.0 for c in OP_CLASSES),
         *(nodes_by_class[c] / num_nodes if num_nodes else 0.0 for c in OP_CLASSES),
+        grouped_share,
+        grouped_share * channels_last,
         *_one_hot(workload.precision, PRECISIONS),
         *_one_hot(workload.mode, MODES),
         *_one_hot(workload.optimizer, OPTIMIZERS),
         *_one_hot(workload.timed, TIMED),
         float(workload.h2d),
-        float(workload.memory_format == "channels_last"),
+        channels_last,
         math.log2(workload.num_devices),
     ]
     return np.asarray(values, dtype=np.float32)

@@ -11,8 +11,7 @@ from pathlib import Path
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.export import EXPORT_BATCH, OPSET, export_model, load_onnx, onnx_input_shape
-from gnnperf.graph.features import FEATURE_VERSION
-from gnnperf.graph.ir import OpGraph, build_ir
+from gnnperf.graph.ir import IR_VERSION, OpGraph, build_ir
 from gnnperf.graph.repeat import repeat_block
 from gnnperf.zoo.resolve import ModelSpec, resolve
 
@@ -25,14 +24,18 @@ def default_cache_dir() -> Path:
 
 
 class GraphCache:
-    """OpGraphs on disk, keyed by (model reference, per-sample input shape, FEATURE_VERSION, opset)."""
+    """OpGraphs on disk, keyed by (model reference, per-sample input shape, IR_VERSION, opset, exporter).
+
+    Until FEATURE_VERSION 2 the key held FEATURE_VERSION (then 1, the same number as IR_VERSION 1, so the keys are
+    unchanged): features are computed from the IR when a graph is loaded and need no new export.
+    """
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root else default_cache_dir()
 
     @staticmethod
     def key(ref: str, input_shape: tuple[int, ...], exporter: str = "auto") -> str:
-        ident = json.dumps([ref, list(input_shape), FEATURE_VERSION, OPSET, exporter])
+        ident = json.dumps([ref, list(input_shape), IR_VERSION, OPSET, exporter])
         return hashlib.sha256(ident.encode()).hexdigest()[:20]
 
     def path(self, key: str) -> Path:

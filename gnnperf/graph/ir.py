@@ -23,6 +23,9 @@ from gnnperf.errors import GnnperfError
 from gnnperf.graph.sequences import lower_split_sequences
 from gnnperf.graph.shapes import infer_shapes
 
+# Bump when what an OpGraph holds changes meaning: the graph cache is keyed by it. Features are computed from the
+# IR when a graph is loaded, so a FEATURE_VERSION change alone re-exports nothing.
+IR_VERSION = 1
 PROBE_BATCHES = (2, 3, 5)  # two to solve for (coef, const), the third to check
 BUFFER_HINTS = ("running_mean", "running_var", "num_batches_tracked")
 

@@ -25,6 +25,15 @@ def residual() -> nn.Module:
     return Residual()
 
 
+def grouped_convs() -> nn.Module:
+    """A dense, a grouped (4 groups of 4 channels) and a depthwise convolution."""
+    return nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.Conv2d(16, 16, 3, padding=1, groups=4),
+        nn.Conv2d(16, 16, 3, groups=16),
+    )
+
+
 class Broken(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         raise RuntimeError("this model cannot run")

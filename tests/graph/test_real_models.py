@@ -2,6 +2,7 @@
 
 import contextlib
 import logging
+import math
 
 import pytest
 import torch
@@ -123,3 +124,25 @@ def test_lean_export_is_identical(ref, monkeypatch, caplog):
     monkeypatch.setattr(export, "_lean_export", contextlib.nullcontext)
     shipped = build_graph(spec, cache=None).to_dict()
     assert fast == shipped
+
+
+def test_grouped_convolution_features(graph_cache):
+    from gnnperf.data.aggregate import AGG_FEATURES, aggregate_features
+    from gnnperf.graph.features import NODE_FEATURES
+
+    graph = build_graph("tests.graph.factories:grouped_convs", (3, 8, 8), cache=graph_cache)
+    data = to_data(graph, Workload(batch_size=2))
+    col = {name: k for k, (name, _) in enumerate(NODE_FEATURES)}
+    convs = [i for i, n in enumerate(graph.nodes) if n.op_type == "Conv"]
+    assert len(convs) == 3
+    rows = data.x[convs]
+    assert rows[:, col["grouped"]].tolist() == [0.0, 1.0, 0.0]
+    assert rows[:, col["depthwise"]].tolist() == [0.0, 0.0, 1.0]
+    expected = [math.log1p(3), math.log1p(4), math.log1p(1)]  # input channels per group
+    assert rows[:, col["log_channels_per_group"]].tolist() == pytest.approx(expected)
+    costs, _ = graph_costs(graph, 2)
+    share = costs[convs[1]].flops / sum(c.flops for c in costs)
+    for layout, interaction in (("contiguous", 0.0), ("channels_last", share)):
+        agg = aggregate_features(graph, Workload(batch_size=2, memory_format=layout))
+        assert agg[AGG_FEATURES.index("flops_share=grouped_conv")] == pytest.approx(share)
+        assert agg[AGG_FEATURES.index("grouped_conv_x_channels_last")] == pytest.approx(interaction)
