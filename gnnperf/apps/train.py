@@ -87,7 +87,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
 
 def _peak_rss_bytes() -> int:
-    """This process's peak resident memory (Linux and macOS; 0 where ``resource`` is missing)."""
+    """This process's peak resident memory so far (Linux and macOS; 0 where ``resource`` is missing).
+
+    It covers the baselines too, and in a ``-m`` sweep every earlier job of the same process.
+    """
     try:
         import resource
     except ImportError:
