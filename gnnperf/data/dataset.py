@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import torch
+from filelock import FileLock
 from torch_geometric.data import Data, Dataset
 
 from gnnperf.data.aggregate import aggregate_features
@@ -124,9 +125,13 @@ class PerfDataset(Dataset):
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[int, int], _Entry] = OrderedDict()
         self._fingerprint = self._compute_fingerprint()
-        stale = self._is_stale(Path(root) / "processed" / "meta.json")
-        super().__init__(str(root), transform=transform, log=log, force_reload=force_reload or stale)
-        self._load()
+        # Jobs started together on one root (a sweep's workers, two trainings) would otherwise all find it stale
+        # and write the same files at once; the first processes, the others wait and then load what it wrote.
+        Path(root).mkdir(parents=True, exist_ok=True)
+        with FileLock(str(Path(root) / "processing.lock")):
+            stale = self._is_stale(Path(root) / "processed" / "meta.json")
+            super().__init__(str(root), transform=transform, log=log, force_reload=force_reload or stale)
+            self._load()
 
     # -- PyG contract ------------------------------------------------------------------------------------
     @property

@@ -5,11 +5,13 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import threading
 import warnings
 
 import numpy as np
 import pytest
 import torch
+from filelock import FileLock
 
 import gnnperf.data.processing as processing_module
 from gnnperf.data.aggregate import AGG_FEATURES, aggregate_features
@@ -140,6 +142,23 @@ def test_graphs_are_read_one_at_a_time_from_the_processed_file(built) -> None:
     with gzip.open(path, "rt") as f:  # the gzip members read back as one JSON-lines stream
         refs = [json.loads(line)["model_ref"] for line in f]
     assert refs == [ds.graphs[k].model_ref for k in range(len(ds.graphs))]
+
+
+def test_processing_waits_for_another_process_on_the_same_root(built) -> None:
+    _, _, _, tmp = built
+    root = tmp / "locked_root"
+    root.mkdir()
+    lock = FileLock(str(root / "processing.lock"))
+    made: list[PerfDataset] = []
+    worker = threading.Thread(
+        target=lambda: made.append(PerfDataset(root, [tmp / "store"], graph_cache=tmp / "graphs"))
+    )
+    with lock:  # another process processing this root
+        worker.start()
+        worker.join(timeout=2.0)
+        assert worker.is_alive() and not made and not (root / "processed" / "meta.json").exists()
+    worker.join()
+    assert len(made) == 1 and len(made[0]) > 0
 
 
 def test_fit_loads_the_dataset_once(built, monkeypatch) -> None:
