@@ -30,6 +30,7 @@ from gnnperf.data.store import SampleStore, select_samples
 from gnnperf.eval.metrics import regression_metrics
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cost import graph_costs
+from gnnperf.graph.features import conv_groups
 
 
 def grouped_share(ref: str, shape: str, cache: GraphCache) -> float | None:
@@ -39,11 +40,9 @@ def grouped_share(ref: str, shape: str, cache: GraphCache) -> float | None:
     except Exception:  # not in the cache (failed export): the model is left out and counted
         return None
     costs, _ = graph_costs(graph, 1)
-    grouped = 0.0
-    for node, cost in zip(graph.nodes, costs):
-        groups = int(node.attrs.get("group", 1))
-        if node.op_type == "Conv" and groups > 1 and groups != graph.values[node.inputs[0]].shape(1)[1]:
-            grouped += cost.flops
+    grouped = sum(
+        c.flops for i, c in enumerate(costs) if 1 < conv_groups(graph, i)[0] < conv_groups(graph, i)[1]
+    )
     total = sum(c.flops for c in costs)
     return grouped / total if total > 0 else 0.0
 
