@@ -25,12 +25,12 @@ import pandas as pd
 from five_features import features, model_costs  # this folder: run the script by its path
 from sklearn.ensemble import HistGradientBoostingRegressor
 
+from gnnperf.data.aggregate import grouped_conv_share
 from gnnperf.data.splits import make_split
 from gnnperf.data.store import SampleStore, select_samples
 from gnnperf.eval.metrics import regression_metrics
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cost import graph_costs
-from gnnperf.graph.features import conv_groups
 
 
 def grouped_share(ref: str, shape: str, cache: GraphCache) -> float | None:
@@ -39,12 +39,7 @@ def grouped_share(ref: str, shape: str, cache: GraphCache) -> float | None:
         graph = build_graph(ref, tuple(int(d) for d in shape.split(",")), cache=cache, cached_only=True)
     except Exception:  # not in the cache (failed export): the model is left out and counted
         return None
-    costs, _ = graph_costs(graph, 1)
-    grouped = sum(
-        c.flops for i, c in enumerate(costs) if 1 < conv_groups(graph, i)[0] < conv_groups(graph, i)[1]
-    )
-    total = sum(c.flops for c in costs)
-    return grouped / total if total > 0 else 0.0
+    return grouped_conv_share(graph, graph_costs(graph, 1)[0])
 
 
 def _ape(pred, true) -> np.ndarray:

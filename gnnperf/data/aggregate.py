@@ -90,6 +90,16 @@ def _one_hot(value: str | None, choices: Sequence[str]) -> list[float]:
     return [1.0 if value == c else 0.0 for c in choices]
 
 
+def grouped_conv_share(graph: OpGraph, costs: list[Cost]) -> float:
+    """Share of the forward FLOPs of ``costs`` in grouped convolutions that are not depthwise (0 without FLOPs)."""
+    total = sum(c.flops for c in costs)
+    grouped = 0.0
+    for i, cost in enumerate(costs):
+        groups, in_channels = conv_groups(graph, i)
+        grouped += cost.flops if 1 < groups < in_channels else 0.0
+    return grouped / total if total > 0 else 0.0
+
+
 def aggregate_features(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None) -> np.ndarray:
     """The float32 vector of :data:`AGG_FEATURES` for ``graph`` at ``workload.batch_size``.
 
@@ -104,14 +114,11 @@ def aggregate_features(graph: OpGraph, workload: Workload, costs: list[Cost] | N
     activations = sum(math.prod(graph.values[v].shape(batch)) for n in graph.nodes for v in n.outputs)
     flops_by_class = dict.fromkeys(OP_CLASSES, 0.0)
     nodes_by_class = dict.fromkeys(OP_CLASSES, 0.0)
-    grouped_flops = 0.0
-    for i, (node, cost) in enumerate(zip(graph.nodes, costs, strict=True)):
+    for node, cost in zip(graph.nodes, costs, strict=True):
         cls = op_class(node.op_type)
         flops_by_class[cls] += cost.flops
         nodes_by_class[cls] += 1.0
-        groups, in_channels = conv_groups(graph, i)
-        grouped_flops += cost.flops if 1 < groups < in_channels else 0.0
-    grouped_share = grouped_flops / total_flops if total_flops > 0 else 0.0
+    grouped_share = grouped_conv_share(graph, costs)
     channels_last = float(workload.memory_format == "channels_last")
     num_nodes = len(graph.nodes)
     values = [

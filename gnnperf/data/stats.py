@@ -51,9 +51,8 @@ def feature_stats(
     moments = {k: _Moments() for k in STAT_KEYS}
     groups = Counter((int(dataset._graph_idx[i]), dataset._workloads[i]) for i in indices)
     widths: dict[str, int] = {}
-    for (graph_idx, workload), n in sorted(
-        groups.items(), key=lambda kv: kv[0][0]
-    ):  # a graph's rows in a row
+    by_graph = sorted(groups.items(), key=lambda kv: kv[0][0])  # a graph's batch sizes in a row: parsed once
+    for (graph_idx, workload), n in by_graph:
         base, u, agg = dataset._features(graph_idx, workload)
         for key, rows in (("x", base.x), ("edge_attr", base.edge_attr), ("u", u), ("agg", agg)):
             moments[key].add(rows, n)
