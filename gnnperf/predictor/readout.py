@@ -12,6 +12,7 @@ prediction, in ms.
 :class:`~gnnperf.predictor.roofline.RooflinePrior`) times a learned inefficiency bounded to
 ``[1/MAX_FACTOR, MAX_FACTOR]``, plus a learned fixed cost per op (launch, framework); the graph adds a learned
 overhead. The device's speed enters through its data-sheet peak and bandwidth, so unseen devices extrapolate.
+``roofline_scaled`` multiplies every op's time by a bounded factor from the context, aggregates included.
 
 ``anchored``: a graph-level cost model, ``a * compute_ms + b * memory_ms + c`` over the graph's summed roofline
 terms with rates ``a, b`` and overhead ``c`` learned from the device and workload context only, times a
@@ -142,6 +143,34 @@ class RooflineReadout(nn.Module):
     ) -> tuple[Tensor, Tensor]:
         log_node, log_overhead = self.parts(h, context, batch, prior)
         return _segment_logsumexp(log_node, batch, log_overhead), torch.exp(log_node)
+
+
+@register_readout("roofline_scaled")
+class ScaledRooflineReadout(RooflineReadout):
+    """``roofline`` times a bounded graph-level factor from the context (device, workload and aggregates).
+
+    The roofline readout's per-op factors see only node states, and the aggregate features reach only its
+    overhead. A whole-graph effect the aggregates describe, such as a network's grouped convolutions running
+    slowly in channels-last layout (experiments/timm_train_family, ``grouped_conv.py``), then has to be learned
+    op by op. Here ``exp(bound * tanh(scale(context) / bound))`` multiplies every op's time (so the breakdown
+    still sums to the total), bounded to ``[1/MAX_SCALE, MAX_SCALE]`` and starting at 1.
+    """
+
+    MAX_SCALE = 4.0
+
+    def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
+        super().__init__(hidden, context_dim, dropout)
+        self.log_scale = nn.Linear(context_dim, 1)
+        nn.init.zeros_(self.log_scale.weight)
+        nn.init.zeros_(self.log_scale.bias)
+
+    def parts(
+        self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, Tensor]:
+        log_node, log_overhead = super().parts(h, context, batch, prior)
+        bound = math.log(self.MAX_SCALE)
+        log_scale = bound * torch.tanh(self.log_scale(context).squeeze(-1) / bound)
+        return log_node + log_scale[batch], log_overhead
 
 
 @register_readout("anchored")

@@ -40,7 +40,7 @@ def test_forward_backward(backbone, readout):
     )
     log_ms, contrib = model(batch)
     assert log_ms.shape == (3,) and torch.isfinite(log_ms).all()
-    if readout in ("additive", "roofline"):
+    if readout in ("additive", "roofline", "roofline_scaled"):
         assert contrib.shape == (batch.num_nodes,) and (contrib > 0).all()
     else:
         assert contrib is None
@@ -51,9 +51,12 @@ def test_forward_backward(backbone, readout):
     assert model.node_encoder[0].weight.grad.abs().sum() > 0
 
 
-def test_additive_breakdown_sums_to_total():
+@pytest.mark.parametrize("readout", ["additive", "roofline", "roofline_scaled"])
+def test_breakdown_sums_to_total(readout):
     batch = make_batch()
-    model = small_model(stats=stats_of(batch.to_data_list())).eval()
+    model = small_model(readout=readout, stats=stats_of(batch.to_data_list())).eval()
+    if readout == "roofline_scaled":  # a non-zero graph-level factor must scale the ops, not only the total
+        torch.nn.init.normal_(model.readout.log_scale.weight, std=0.5)
     with torch.no_grad():
         log_ms, contrib = model(batch)
     parts = model.breakdown(batch)
