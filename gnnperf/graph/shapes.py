@@ -21,6 +21,10 @@ from onnx.reference.ops import load_op
 from gnnperf.errors import GnnperfError
 
 SHAPE_OPS = ("Shape", "Size")
+# Values larger than this are typed but not kept: shape computations need small tensors, and keeping every
+# evaluated value held 0.7-1.8 GB for MViTv2-tiny (relative-position index tensors that grow with the batch),
+# more than 16 GB for MViTv2-huge. Downstream ops of a value not kept are typed by ONNX shape inference.
+MAX_STATIC_NUMEL = 1 << 16
 
 
 @dataclass
@@ -88,7 +92,8 @@ def infer_shapes(model: onnx.ModelProto, batch_inputs: dict[str, int], batch_siz
             if results is not None:
                 for name, value in zip(node.output, results):
                     value = np.asarray(value)
-                    static[name] = value
+                    if value.size <= MAX_STATIC_NUMEL:
+                        static[name] = value
                     types[name] = helper.make_tensor_type_proto(
                         helper.np_dtype_to_tensor_dtype(value.dtype), value.shape
                     )
