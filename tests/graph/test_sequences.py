@@ -73,6 +73,17 @@ def test_lowered_model_is_valid_onnx_after_lowering():
     onnx.checker.check_model(model, full_check=True)
 
 
+def _relu_model_with(nodes: list) -> onnx.ModelProto:
+    """``nodes`` (which must compute ``y = Relu(x)``) as a model with input x [batch, 6]."""
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
 def test_shape_computation_the_reference_kernels_fail_on_is_typed_by_inference(monkeypatch):
     import gnnperf.graph.shapes as shapes
 
@@ -88,14 +99,7 @@ def test_shape_computation_the_reference_kernels_fail_on_is_typed_by_inference(m
         helper.make_node("Neg", ["c"], ["n"]),  # all-static input: evaluated, which fails here
         helper.make_node("Relu", ["x"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    inferred = shapes.infer_shapes(model, {"x": 0}, 3)
+    inferred = shapes.infer_shapes(_relu_model_with(nodes), {"x": 0}, 3)
     assert inferred.shape("n") == (1, 6) and "n" not in inferred.static
 
 
@@ -111,13 +115,6 @@ def test_large_shape_computation_values_are_typed_but_not_kept():
         helper.make_node("Shape", ["big"], ["big_shape"]),
         helper.make_node("Relu", ["x"], ["y"]),
     ]
-    graph = helper.make_graph(
-        nodes,
-        "g",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 6])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 6])],
-    )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    inferred = shapes.infer_shapes(model, {"x": 0}, 3)
+    inferred = shapes.infer_shapes(_relu_model_with(nodes), {"x": 0}, 3)
     assert inferred.shape("big") == (3, width) and "big" not in inferred.static
     assert inferred.static["big_shape"].tolist() == [3, width]  # shapes computed from it still are
