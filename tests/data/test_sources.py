@@ -98,6 +98,16 @@ def test_timm_train_rows_resolve_and_gone_names_are_reported(timm_train) -> None
     }
 
 
+def test_timm_aliases_to_another_architecture_are_reported_not_imported(timm_train) -> None:
+    rows, report = timm_train
+    problems = [str(p) for p in report.problems]
+    for name, params in (("ig_resnext101_32x16d", "194.03"), ("ig_resnext101_32x48d", "828.41")):
+        hit = [p for p in problems if f"old name '{name}'" in p]  # timm 1.0 maps both to resnext101_32x8d
+        assert len(hit) == 1 and "resnext101_32x8d" in hit[0] and f"has {params} M" in hit[0], name
+        assert not any(r["model_ref"] == f"timm:{name}" for r in rows)
+    assert any(r["model_ref"] == "timm:ig_resnext101_32x8d" for r in rows)  # an alias to its own architecture
+
+
 def test_timm_known_row_matches_the_csv(timm_train) -> None:
     rows, _ = timm_train
     with open(TIMM / "head" / TIMM_TRAIN, newline="") as f:

@@ -11,13 +11,17 @@ File names say the protocol: ``benchmark-{train|infer}-{precision}-{nchw|nhwc}-p
   written into ``software`` (``torch=2.4.0+cu124+compile``) since the schema has no compile field.
 
 Model names are checked with :func:`gnnperf.zoo.resolve.resolve` (deprecated aliases resolve through timm);
-names that no longer exist are reported, never guessed. The two benchmark CPUs are in no spec table: their
+names that no longer exist are reported, never guessed. An alias is also checked against the row's
+``param_count``: timm's alias map sends some old names to another architecture (timm 1.0 maps
+``ig_resnext101_32x16d``, ``_32x32d`` and ``_32x48d`` to ``resnext101_32x8d``), and such rows are reported, not
+imported under the wrong graph. The two benchmark CPUs are in no spec table: their
 data-sheet records come from :func:`hardware_specs`.
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +194,39 @@ def _resolve(name: str) -> Any:
         return f"timm model '{name}' cannot be created any more: {e}"
 
 
+@cache
+def _alias_target(name: str) -> tuple[str, float] | None:
+    """(timm's current name, millions of parameters it builds) for a deprecated alias; ``None`` for other names.
+
+    Built on the meta device: no weights are allocated, so even the 800 M-parameter models cost milliseconds.
+    """
+    import torch
+    from timm.models._registry import get_deprecated_models
+
+    from gnnperf.zoo.resolve import resolve
+
+    canonical = get_deprecated_models().get(name)
+    if not canonical:
+        return None
+    with torch.device("meta"):
+        model = resolve(f"timm:{name}").build()
+    return canonical, sum(p.numel() for p in model.parameters()) / 1e6
+
+
+def _alias_problem(name: str, table_params_m: float | None) -> str | None:
+    """Why the row's old name does not stand for the model timm builds for it, or ``None``."""
+    target = _alias_target(name) if table_params_m is not None else None
+    if target is None:
+        return None
+    canonical, built = target
+    if abs(built - table_params_m) <= max(0.01 * table_params_m, 0.02):  # the tables round to 0.01 M
+        return None
+    return (
+        f"timm maps the old name '{name}' to '{canonical}' ({built:.2f} M parameters) but the table's model has "
+        f"{table_params_m:.2f} M: another architecture, not imported"
+    )
+
+
 def _read_file(file: Path, ref: str, fixed: dict[str, Any], out: Collector, resolved: dict[str, Any]) -> None:
     report = out.report
     parsed = csv_rows(file, ref, report)
@@ -205,6 +242,7 @@ def _read_file(file: Path, ref: str, fixed: dict[str, Any], out: Collector, reso
         )
         return
     col = {c: header.index(c) for c in ("model", step, batch, img)}
+    params_col = header.index("param_count") if "param_count" in header else None
     for i, cells in rows:
         name = cells[col["model"]]
         ms = positive_number(cells[col[step]])
@@ -219,6 +257,10 @@ def _read_file(file: Path, ref: str, fixed: dict[str, Any], out: Collector, reso
         spec = resolved[name]
         if isinstance(spec, str):
             report.problem(ref, i, spec)
+            continue
+        table_params = positive_number(cells[params_col]) if params_col is not None else None
+        if (wrong := _alias_problem(name, table_params)) is not None:
+            report.problem(ref, i, wrong)
             continue
         try:
             sample = make_sample(
