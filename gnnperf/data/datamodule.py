@@ -28,7 +28,7 @@ class PerfDataModule(pl.LightningDataModule):
         split_file: JSON of sample ids per part: loaded when it exists, else written after splitting, so
             a split can be committed and reproduced.
         split_kwargs: extra split options (``val_frac``, ``test_frac``).
-        graph_cache, query, build_graphs: see :class:`PerfDataset`.
+        graph_cache, query, build_graphs, max_median_over_p10: see :class:`PerfDataset`.
 
     After :meth:`setup`: ``dataset``, ``split`` (row positions per part) and ``stats`` (train-only
     ``feature_stats``) are set.
@@ -49,6 +49,7 @@ class PerfDataModule(pl.LightningDataModule):
         graph_cache: str | Path | None = None,
         query: str | None = None,
         build_graphs: bool = True,
+        max_median_over_p10: float | None = None,
     ) -> None:
         super().__init__()
         self.stores = [str(s) for s in ([stores] if isinstance(stores, (str, Path)) else stores)]
@@ -62,6 +63,7 @@ class PerfDataModule(pl.LightningDataModule):
         self.graph_cache = graph_cache
         self.query = query
         self.build_graphs = build_graphs
+        self.max_median_over_p10 = max_median_over_p10
         self.dataset: PerfDataset | None = None
         self._prepared: PerfDataset | None = None  # loaded by prepare_data, taken over by setup
         self.split: dict[str, np.ndarray] | None = None
@@ -80,6 +82,7 @@ class PerfDataModule(pl.LightningDataModule):
             graph_cache=self.graph_cache,
             query=self.query,
             build_graphs=self.build_graphs,
+            max_median_over_p10=self.max_median_over_p10,
         )
 
     def setup(self, stage: str | None = None) -> None:

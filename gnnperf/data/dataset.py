@@ -92,6 +92,9 @@ class PerfDataset(Dataset):
             (``"num_devices == 1 and mode == 'train'"``); ``None``: all rows.
         build_graphs: export models whose graph is not in the cache; ``False`` drops their samples instead
             (for large public tables whose graphs were built beforehand, in parallel).
+        max_median_over_p10: drop (and count) samples whose median iteration time is over this many times their
+            fastest decile: most of their iterations were slowed by something else on the machine, so the
+            median is not the model's time. ``None``: keep all. Rows without a spread (public tables) stay.
         transform: PyG transform applied by ``__getitem__``.
         cache_size: most (graph, batch size) entries kept in memory (least recently used go); ``None``: all.
         log: print PyG's "Processing..." lines.
@@ -106,6 +109,7 @@ class PerfDataset(Dataset):
         status: str = "ok",
         query: str | None = None,
         build_graphs: bool = True,
+        max_median_over_p10: float | None = None,
         transform: Any = None,
         cache_size: int | None = None,
         log: bool = False,
@@ -121,6 +125,7 @@ class PerfDataset(Dataset):
         self.status = status
         self.query = query or None
         self.build_graphs = build_graphs
+        self.max_median_over_p10 = max_median_over_p10
         self.graph_cache = GraphCache(graph_cache) if isinstance(graph_cache, (str, Path)) else graph_cache
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[int, int], _Entry] = OrderedDict()
@@ -149,8 +154,9 @@ class PerfDataset(Dataset):
     def process(self) -> None:
         out, cache = Path(self.processed_dir), self.graph_cache
         process_samples(
-            self.stores, out, cache, self.status, self.query, self.build_graphs, self._fingerprint
-        )
+            self.stores, out, cache, self.status, self.query, self.build_graphs, self._fingerprint,
+            self.max_median_over_p10,
+        )  # fmt: skip
 
     def len(self) -> int:
         return len(self.samples)
@@ -203,6 +209,7 @@ class PerfDataset(Dataset):
             self.status,
             self.query,
             self.build_graphs,
+            self.max_median_over_p10,
         ]
         if not self.build_graphs:  # what the cache holds decides which samples stay: a new graph is new data
             roots = [self.graph_cache.root] if self.graph_cache else [s / "graphs" for s in self.stores]

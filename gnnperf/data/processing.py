@@ -65,6 +65,7 @@ def process_samples(
     query: str | None,
     build_graphs: bool,
     fingerprint: str,
+    max_median_over_p10: float | None = None,
 ) -> None:
     """Write the processed files of ``stores`` into ``out`` (arguments as in :class:`PerfDataset`)."""
     frames = []
@@ -76,6 +77,12 @@ def process_samples(
         samples = select_samples(samples, query)
     total = len(samples)
     dropped: Counter[str] = Counter()
+    if max_median_over_p10 is not None:  # public tables publish no spread (NaN): never dropped here
+        disturbed = samples["iteration_time_ms"] > max_median_over_p10 * samples["time_p10_ms"]
+        dropped[f"disturbed timing (median over {max_median_over_p10:g}x the fastest decile)"] += int(
+            disturbed.sum()
+        )
+        samples = samples[~disturbed]
 
     specs = device_specs(stores, sorted(samples["hardware"].unique()))
     known = samples["hardware"].isin(list(specs))

@@ -320,6 +320,20 @@ def test_query_selects_rows_and_is_part_of_the_fingerprint(built) -> None:
     assert len(other) == len(ds)  # same root, no query: reprocessed, not the filtered files
 
 
+def test_samples_with_a_disturbed_median_are_dropped_and_counted(tmp_path) -> None:
+    spread = {"time_p10_ms": 10.0, "time_p90_ms": 40.0}
+    rows = [
+        _row(REFS[0], 2, DEVICES[0], 12.0, **spread),  # median near the fastest decile: kept
+        _row(REFS[0], 4, DEVICES[0], 30.0, **spread),  # median 3x the fastest decile: most steps slowed
+        _row(REFS[0], 2, DEVICES[1], 50.0),  # a public row without a spread: kept
+    ]
+    _write_store(tmp_path / "store", rows)
+    ds = PerfDataset(tmp_path / "root", [tmp_path / "store"], max_median_over_p10=2.0)
+    assert sorted(ds.samples["iteration_time_ms"]) == [12.0, 50.0]
+    assert ds.memory_report()["dropped"] == {"disturbed timing (median over 2x the fastest decile)": 1}
+    assert len(PerfDataset(tmp_path / "root", [tmp_path / "store"])) == 3  # the limit is in the fingerprint
+
+
 def test_bad_query_is_a_user_error(built) -> None:
     _, _, _, tmp = built
     with pytest.raises(GnnperfError, match="bad sample query"):
