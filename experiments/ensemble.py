@@ -6,6 +6,10 @@ members alone (and their mean), ``gnn-ens`` (geometric mean of the members' pred
 (geometric mean of the ensemble and the gradient-boosted baseline, weights fixed at 1/2 beforehand, not tuned on
 any part of the data). Then the mean over folds. Test metrics only; every job must have scored the same samples.
 
+``--calibrate-with MODEL`` also scores every predictor after one measurement on the test device: each prediction
+is divided by the predictor's own predicted/measured ratio on MODEL's test rows of the same device and precision
+(geometric mean over them), the rows ``<predictor> @MODEL``. MODEL's own rows are then exact and stay in.
+
     .venv/bin/python experiments/ensemble.py \\
         --fold multirun/timm_train_family_all/0,multirun/timm_train_family_all_s1/0,... --fold ... \\
         --out experiments/timm_train_family/results_ensemble.json
@@ -33,7 +37,19 @@ def _predictions(job: Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"sample_id": str})
 
 
-def fold_table(jobs: list[Path]) -> pd.DataFrame:
+def calibrated(pred: np.ndarray, true: np.ndarray, rows: pd.DataFrame, reference: str) -> np.ndarray:
+    """``pred`` divided by its ratio to ``true`` on ``reference``'s rows of each (hardware, precision)."""
+    log_ratio = pd.Series(np.log(pred / true), index=rows.index)
+    ref = rows["model_ref"] == reference
+    keys = [rows["hardware"], rows["precision"]]
+    scale = log_ratio[ref].groupby([k[ref] for k in keys]).mean()
+    if scale.empty:
+        raise SystemExit(f"error: {reference} has no test rows to calibrate with")
+    shift = pd.MultiIndex.from_arrays(keys).map(scale.to_dict().get).to_numpy(dtype=float)
+    return pred / np.exp(np.nan_to_num(shift))  # groups without the reference keep their prediction
+
+
+def fold_table(jobs: list[Path], calibrate_with: str | None = None) -> pd.DataFrame:
     """Comparison table of one fold: members, their ensemble, the blend, and the first job's baselines."""
     first = _predictions(jobs[0])
     ids = np.sort(first.loc[first.predictor == "gnn", "sample_id"].to_numpy())
@@ -57,6 +73,12 @@ def fold_table(jobs: list[Path]) -> pd.DataFrame:
         blend = np.exp((ensemble + np.log(baselines[BLEND_WITH])) / 2)
         frames[f"gnn-ens+{BLEND_WITH}"] = prediction_frame(blend, true)
     frames.update({name: prediction_frame(pred, true) for name, pred in baselines.items()})
+    if calibrate_with:
+        rows = members[0]
+        for name, pred in [("gnn-ens", np.exp(ensemble)), *baselines.items()]:
+            frames[f"{name} @{calibrate_with}"] = prediction_frame(
+                calibrated(pred, true, rows, calibrate_with), true
+            )
     table = comparison_table(frames)
     member_rows = table.loc[[f"gnn[{k}]" for k in range(len(jobs))]]
     table.loc["gnn (member mean)"] = member_rows.mean()
@@ -67,14 +89,17 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--fold", action="append", required=True, help="comma-separated job folders of one fold")
     p.add_argument("--out", type=Path, help="write the tables as JSON")
+    p.add_argument(
+        "--calibrate-with", metavar="MODEL", help="also score after one measurement of MODEL (see above)"
+    )
     args = p.parse_args()
     tables = []
     for k, group in enumerate(args.fold):
         jobs = [Path(j) for j in group.split(",") if j]
-        table = fold_table(jobs)
+        table = fold_table(jobs, args.calibrate_with)
         print(f"\nfold group {k}: {', '.join(map(str, jobs))}\n{to_markdown(table)}")
         tables.append(table)
-    shared = ["gnn (member mean)", "gnn-ens", f"gnn-ens+{BLEND_WITH}"]
+    shared = ["gnn (member mean)", "gnn-ens", f"gnn-ens+{BLEND_WITH}", f"gnn-ens @{args.calibrate_with}"]
     rows = [
         r for r in shared + [r for r in tables[0].index if not r.startswith("gnn")] if r in tables[0].index
     ]
