@@ -5,12 +5,18 @@ hyper-parameters hold the feature lists, ``FEATURE_VERSION``, the hardware table
 its state holds the train-split normalisation statistics) plus a ``gnnperf`` entry written by
 :func:`save_predictor`: the split-conformal interval (quantiles of log(measured / predicted) on the validation
 part), what it was trained on, and its metrics. Nothing else is needed to predict.
+
+:meth:`Predictor.calibrate` takes a few measured iteration times on a device and scales that device's later
+predictions by them: on the torchvision GPU benchmark most of the error for an unseen GPU is one scale per
+device (``experiments/torchvision_lodo``, one ResNet-50 measurement: 15-17% on three GPUs of four, 23-40% from
+specs alone).
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,6 +70,8 @@ class Predictor:
         self.hparams = dict(hparams)
         self.info = dict(info)
         self.path = path
+        # measured / predicted per (hardware, precision, mode, timed), from calibrate()
+        self.calibration: dict[tuple[str, str, str, str], float] = {}
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | None = None) -> Predictor:
@@ -94,10 +102,51 @@ class Predictor:
         """Index of ``hardware`` among the training devices (its learned embedding), or -1 when unseen."""
         return self.devices.index(hardware) if hardware in self.devices else -1
 
+    def calibrate(
+        self, measured: Iterable[tuple[Query, float]], hardware_file: str | None = None
+    ) -> dict[tuple[str, str, str, str], float]:
+        """Scale later predictions by measured times of reference models on the same device and workload.
+
+        Each (hardware, precision, mode, timed) that a measurement covers gets the factor
+        exp(mean log(measured / predicted)) over its measurements; predictions for it are multiplied by that
+        factor (their interval keeps its relative width, whose coverage was measured without calibration).
+        A later call replaces the factors of the groups it covers.
+
+        Args:
+            measured: (query, measured iteration time in ms) pairs, e.g. ResNet-50 timed once on the new GPU.
+
+        Returns:
+            The new factors by (hardware, precision, mode, timed).
+
+        Raises:
+            GnnperfError: no measurements, or a time that is not a positive number.
+        """
+        from gnnperf.errors import GnnperfError
+
+        pairs = list(measured)
+        bad = [ms for _, ms in pairs if not (isinstance(ms, (int, float)) and math.isfinite(ms) and ms > 0)]
+        if not pairs or bad:
+            raise GnnperfError(f"calibration needs measured times > 0 ms, got {bad[0] if bad else 'none'}")
+        saved, self.calibration = self.calibration, {}
+        try:
+            rows = self.predict([q for q, _ in pairs], hardware_file=hardware_file)
+        finally:
+            self.calibration = saved
+        logs: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+        for row, (_, ms) in zip(rows, pairs, strict=True):
+            logs[_calibration_key(row)].append(math.log(ms / row["iteration_time_ms"]))
+        factors = {key: math.exp(sum(v) / len(v)) for key, v in logs.items()}
+        self.calibration.update(factors)
+        return factors
+
     def predict(
         self, queries: Query | Iterable[Query], breakdown: int = 0, hardware_file: str | None = None
     ) -> list[dict]:
-        """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops."""
+        """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops.
+
+        After :meth:`calibrate`, predictions of a calibrated (hardware, precision, mode, timed) are scaled and
+        carry ``calibration_factor``.
+        """
         import torch
         from torch_geometric.data import Batch
 
@@ -152,8 +201,13 @@ class Predictor:
                 "interval_coverage": self.info.get("interval_coverage"),
                 "checkpoint": str(self.path),
             }
+            factor = self.calibration.get(_calibration_key(row))
+            if factor is not None:
+                row["iteration_time_ms"] = ms * factor
+                row["interval_ms"] = [v * factor for v in row["interval_ms"]]
+                row["calibration_factor"] = factor
             if breakdown and node_ms is not None:
-                mine = node_ms[batch.batch == i]
+                mine = node_ms[batch.batch == i] * (factor or 1.0)
                 top = torch.argsort(mine, descending=True)[:breakdown]
                 row["breakdown"] = [
                     {"op": graph.nodes[j].op_type, "name": graph.nodes[j].name, "ms": float(mine[j])}
@@ -161,3 +215,7 @@ class Predictor:
                 ]
             out.append(row)
         return out
+
+
+def _calibration_key(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    return row["hardware"], row["precision"], row["mode"], row["timed"]

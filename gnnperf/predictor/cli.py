@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -41,6 +42,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         help="list the N ops with the most predicted time",
     )
+    parser.add_argument(
+        "--calibrate",
+        nargs=3,
+        action="append",
+        metavar=("REF_MODEL", "REF_BATCH", "REF_MS"),
+        help="a reference model measured on this hardware with this workload (batch size, iteration ms); "
+        "the prediction is scaled by measured / predicted for it (repeatable: geometric mean)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -63,6 +72,14 @@ def run(args: argparse.Namespace) -> int:
         optimizer=args.optimizer,
         timed=args.timed,
     )
+    if args.calibrate:
+        predictor.calibrate(
+            [
+                (replace(query, model=ref, batch_size=batch, input_shape=None), ms)
+                for ref, batch, ms in _references(args)
+            ],
+            hardware_file=args.hardware_file,
+        )
     (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
     if args.json:
         print(json.dumps(row))
@@ -75,6 +92,25 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval {lo:.2f} .. {hi:.2f} ms)"
     )
+    if "calibration_factor" in row:
+        print(f"  calibrated on {len(args.calibrate)} measurement(s): x{row['calibration_factor']:.3f}")
     for op in row.get("breakdown", []):
         print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
     return 0
+
+
+def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:
+    """``--calibrate`` triples as (model, batch size, ms); a malformed one is a user error."""
+    from gnnperf.errors import GnnperfError
+
+    out = []
+    for ref, batch, ms in args.calibrate:
+        try:
+            out.append((ref, int(batch), float(ms)))
+        except ValueError:
+            raise GnnperfError(
+                f"--calibrate {ref} {batch} {ms}: expected a model, a batch size and milliseconds"
+            ) from None
+        if out[-1][1] < 1:
+            raise GnnperfError(f"--calibrate {ref} {batch} {ms}: the batch size must be at least 1")
+    return out

@@ -167,6 +167,40 @@ def test_predict_cli_json_and_errors(trained):
         )
 
 
+def test_calibration_scales_its_device_and_workload_only(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    ref = Query("zoo:mlp?depth=2&width=32&in_features=16", "t4", 8)
+    other = Query("zoo:mlp?depth=4&width=48&in_features=16", "t4", 4)
+    other_fp16 = Query(other.model, "t4", 4, precision="amp_fp16")
+    before = predictor.predict([ref, other, other_fp16], breakdown=2)
+    measured = before[0]["iteration_time_ms"] * 3.0  # the device is 3x slower than predicted
+    (factor,) = predictor.calibrate([(ref, measured)]).values()
+    assert factor == pytest.approx(3.0, rel=1e-4)
+    after = predictor.predict([ref, other, other_fp16], breakdown=2)
+    assert after[0]["iteration_time_ms"] == pytest.approx(measured, rel=1e-4)
+    assert after[1]["iteration_time_ms"] == pytest.approx(3.0 * before[1]["iteration_time_ms"], rel=1e-4)
+    assert after[1]["interval_ms"][1] == pytest.approx(3.0 * before[1]["interval_ms"][1], rel=1e-4)
+    assert after[1]["breakdown"][0]["ms"] == pytest.approx(3.0 * before[1]["breakdown"][0]["ms"], rel=1e-4)
+    assert after[2] == before[2] and "calibration_factor" not in after[2]  # another precision: untouched
+    for bad in ([], [(ref, 0.0)], [(ref, float("nan"))]):
+        with pytest.raises(GnnperfError, match="calibration needs measured times"):
+            predictor.calibrate(bad)
+
+
+def test_predict_cli_calibrates_on_a_reference_measurement(trained):
+    ckpt = str(trained[0])
+    run = [sys.executable, "-m", "gnnperf.cli", "predict", "zoo:mlp?depth=4&width=48&in_features=16"]
+    run += ["--hardware", "t4", "--batch-size", "4", "--checkpoint", ckpt, "--json"]
+    ref = ["--calibrate", "zoo:mlp?depth=2&width=32&in_features=16", "8"]
+    ok = subprocess.run([*run, *ref, "5.0"], capture_output=True, text=True, cwd=ROOT)
+    assert ok.returncode == 0, ok.stderr
+    row = json.loads(ok.stdout)
+    assert row["calibration_factor"] > 0 and row["iteration_time_ms"] > 0
+    for bad in ("fast", "-1"):
+        res = subprocess.run([*run, *ref, bad], capture_output=True, text=True, cwd=ROOT)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
 def test_breakdown_needs_the_additive_readout(trained):
     from gnnperf.predictor.checkpoint import build_model
 
