@@ -222,9 +222,8 @@ def _params_problem(name: str, table_params_m: float | None) -> str | None:
     if not CHECK_PARAMS or table_params_m is None:
         return None
     built = _built_params(name)
-    if built is None or abs(built - table_params_m) <= max(
-        0.01 * table_params_m, 0.02
-    ):  # the tables round to 0.01 M
+    tolerance = max(0.01 * table_params_m, 0.02)  # the tables round to 0.01 M
+    if built is None or abs(built - table_params_m) <= tolerance:
         return None
     from timm.models._registry import get_deprecated_models
 
