@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import os
 import warnings
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -185,11 +186,15 @@ class GraphFile(Sequence[OpGraph]):
     minute to parse; the dataset needs a graph only to compute the features of a (graph, batch size) it has not
     cached, so it keeps byte offsets instead and parses that one graph. The last graph read is kept: a caller
     going through one graph's batch sizes in a row parses it once.
+
+    Another job on the same dataset root with other data settings reprocesses it and rewrites the file; the
+    offsets would then point into other graphs, so a read of a rewritten file is refused.
     """
 
     def __init__(self, path: Path, offsets: Sequence[int]) -> None:
         self.path, self.offsets = Path(path), [int(o) for o in offsets]
         self._last: tuple[int, OpGraph] | None = None
+        self._stamp = _file_stamp(os.stat(self.path))
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -200,7 +205,16 @@ class GraphFile(Sequence[OpGraph]):
         k %= len(self)
         if self._last is None or self._last[0] != k:
             with open(self.path, "rb") as f:  # opened per read: safe in forked DataLoader workers
+                if _file_stamp(os.fstat(f.fileno())) != self._stamp:
+                    raise GnnperfError(
+                        f"{self.path} was rewritten while in use (another job processed this dataset root with "
+                        "other data settings): give each job its own data.root"
+                    )
                 f.seek(self.offsets[k])
                 blob = f.read(self.offsets[k + 1] - self.offsets[k])
             self._last = (k, OpGraph.from_dict(json.loads(gzip.decompress(blob))))
         return self._last[1]
+
+
+def _file_stamp(st: os.stat_result) -> tuple[int, int, int]:
+    return st.st_ino, st.st_size, st.st_mtime_ns

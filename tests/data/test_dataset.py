@@ -144,6 +144,17 @@ def test_graphs_are_read_one_at_a_time_from_the_processed_file(built) -> None:
     assert refs == [ds.graphs[k].model_ref for k in range(len(ds.graphs))]
 
 
+def test_a_graph_file_rewritten_under_a_reader_is_refused(built, tmp_path) -> None:
+    ds, _, _, tmp = built
+    path = tmp_path / GRAPHS_FILE
+    path.write_bytes((tmp / "root" / "processed" / GRAPHS_FILE).read_bytes())
+    graphs = GraphFile(path, ds.meta["graph_offsets"])
+    assert graphs[0].model_ref == ds.graphs[0].model_ref
+    path.write_bytes(path.read_bytes() + b"more")  # another job's processing rewrote it
+    with pytest.raises(GnnperfError, match="rewritten while in use"):
+        graphs[1]
+
+
 def test_processing_waits_for_another_process_on_the_same_root(built) -> None:
     _, _, _, tmp = built
     root = tmp / "locked_root"
