@@ -75,6 +75,7 @@ def build_model(hparams: Mapping[str, Any], stats: Stats | None = None) -> PerfG
         heads=h["heads"],
         bidirectional=h["bidirectional"],
         device_dropout=h["device_dropout"],
+        op_dropout=h.get("op_dropout", 0.0),  # checkpoints before it trained without
         stats=stats,
     )
 

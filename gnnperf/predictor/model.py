@@ -85,6 +85,9 @@ class PerfGNN(nn.Module):
         heads: attention heads of attention backbones.
         bidirectional: pass messages along and against data flow.
         device_dropout: see :class:`HardwareConditioning`.
+        op_dropout: during training, the probability of hiding each op type for a batch, the way an op type
+            unseen in training is hidden (its one-hot column zero, no embedding), so that the network learns to
+            cost an op from its numeric features alone (the held-out LSTMs of experiments/cpu_holdout_family).
         stats: train-split ``{key: (mean, std)}`` for ``x, edge_attr, u, hw`` and ``agg``; None leaves the
             identity (e.g. before loading a state dict, which restores them).
     """
@@ -108,9 +111,11 @@ class PerfGNN(nn.Module):
         heads: int = 4,
         bidirectional: bool = True,
         device_dropout: float = 0.1,
+        op_dropout: float = 0.0,
         stats: Stats | None = None,
     ) -> None:
         super().__init__()
+        self.num_ops, self.op_dropout = num_ops, op_dropout
         self.use_agg = use_agg and agg_dim > 0
         self.bidirectional = bidirectional
         dims = {"x": node_dim, "edge_attr": edge_dim, "u": graph_dim, "hw": hw_dim, "agg": agg_dim}
@@ -145,10 +150,14 @@ class PerfGNN(nn.Module):
     def _encode(self, batch) -> tuple[Tensor, Tensor, Tensor]:
         """(node states [N, hidden], readout context [B, C], graph index of each node [N])."""
         x = self.standardize["x"](batch.x)
+        # The op one-hot columns lead x in OP_VOCAB order: an op type unseen in training gets no embedding.
+        known = self.standardize["x"].varied[: self.num_ops]
+        if self.training and self.op_dropout > 0:
+            hide = torch.rand(self.num_ops, device=x.device) < self.op_dropout
+            known = known & ~hide
+            x = torch.cat([x[:, : self.num_ops] * ~hide, x[:, self.num_ops :]], dim=-1)
         if self.op_embedding is not None:
-            # The op one-hot columns lead x in OP_VOCAB order: an op type unseen in training gets no embedding.
-            seen = self.standardize["x"].varied[batch.op].unsqueeze(-1)
-            x = torch.cat([x, self.op_embedding(batch.op) * seen], dim=-1)
+            x = torch.cat([x, self.op_embedding(batch.op) * known[batch.op].unsqueeze(-1)], dim=-1)
         h = self.node_encoder(x)
         edge_index = batch.edge_index
         edge_attr = self.standardize["edge_attr"](batch.edge_attr)

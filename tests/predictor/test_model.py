@@ -190,6 +190,24 @@ def test_features_and_op_types_unseen_in_training_are_ignored():
     assert not torch.allclose(seen, after)
 
 
+def test_op_dropout_hides_op_types_in_training_only():
+    train = [make_graph(9, seed=s) for s in range(4)]
+    model = small_model(stats=stats_of(train), op_dropout=1.0, device_dropout=0.0)
+    test = make_graph(9, seed=9)
+    other_ops = test.clone()
+    other_ops.op = (test.op + 1) % model.num_ops
+    other_ops.x[:, : model.num_ops] = torch.roll(test.x[:, : model.num_ops], 1, dims=1)
+    with torch.no_grad():
+        model.train()  # every op type hidden: the types make no difference
+        a, _ = model(Batch.from_data_list([test]))
+        b, _ = model(Batch.from_data_list([other_ops]))
+        torch.testing.assert_close(a, b)
+        model.eval()  # seen types count again
+        a, _ = model(Batch.from_data_list([test]))
+        b, _ = model(Batch.from_data_list([other_ops]))
+    assert not torch.allclose(a, b)
+
+
 def test_anchored_readout_stays_within_its_bound_of_the_cost_model():
     from gnnperf.predictor.readout import AnchoredReadout
 
