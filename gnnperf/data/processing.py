@@ -80,9 +80,8 @@ def process_samples(
     dropped: Counter[str] = Counter()
     if max_median_over_p10 is not None:  # public tables publish no spread (NaN): never dropped here
         disturbed = samples["iteration_time_ms"] > max_median_over_p10 * samples["time_p10_ms"]
-        dropped[f"disturbed timing (median over {max_median_over_p10:g}x the fastest decile)"] += int(
-            disturbed.sum()
-        )
+        reason = f"disturbed timing (median over {max_median_over_p10:g}x the fastest decile)"
+        dropped[reason] += int(disturbed.sum())
         samples = samples[~disturbed]
 
     specs = device_specs(stores, sorted(samples["hardware"].unique()))
