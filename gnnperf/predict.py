@@ -128,11 +128,7 @@ class Predictor:
         bad = [ms for _, ms in pairs if not (isinstance(ms, (int, float)) and math.isfinite(ms) and ms > 0)]
         if not pairs or bad:
             raise GnnperfError(f"calibration needs measured times > 0 ms, got {bad[0] if bad else 'none'}")
-        saved, self.calibration = self.calibration, {}
-        try:
-            rows = self.predict([q for q, _ in pairs], hardware_file=hardware_file)
-        finally:
-            self.calibration = saved
+        rows = self.predict([q for q, _ in pairs], hardware_file=hardware_file, calibrated=False)
         logs: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
         for row, (_, ms) in zip(rows, pairs, strict=True):
             logs[_calibration_key(row)].append(math.log(ms / row["iteration_time_ms"]))
@@ -141,12 +137,16 @@ class Predictor:
         return factors
 
     def predict(
-        self, queries: Query | Iterable[Query], breakdown: int = 0, hardware_file: str | None = None
+        self,
+        queries: Query | Iterable[Query],
+        breakdown: int = 0,
+        hardware_file: str | None = None,
+        calibrated: bool = True,
     ) -> list[dict]:
         """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops.
 
         After :meth:`calibrate`, predictions of a calibrated (hardware, precision, mode, timed) are scaled and
-        carry ``calibration_factor``.
+        carry ``calibration_factor``, unless ``calibrated`` is false.
         """
         import torch
         from torch_geometric.data import Batch
@@ -202,7 +202,7 @@ class Predictor:
                 "interval_coverage": self.info.get("interval_coverage"),
                 "checkpoint": str(self.path),
             }
-            factor = self.calibration.get(_calibration_key(row))
+            factor = self.calibration.get(_calibration_key(row)) if calibrated else None
             if factor is not None:
                 row["iteration_time_ms"] = ms * factor
                 row["interval_ms"] = [v * factor for v in row["interval_ms"]]
