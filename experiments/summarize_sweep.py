@@ -52,7 +52,15 @@ def main() -> None:
         for predictor, row in job["test"].items():
             for metric in ("mape", "median_ape", "within_10", "within_20", "spearman"):
                 groups[key][f"{predictor}/{metric}"].append(row[metric])
-    summary = {k: {m: statistics.mean(v) for m, v in sorted(d.items())} for k, d in groups.items()}
+    # a predictor missing from some jobs (gnn_no_fallback appears only where the fallback changed something)
+    # is averaged over the jobs that have it: "<predictor>/jobs" says over how many
+    summary = {
+        k: {
+            **{m: statistics.mean(v) for m, v in sorted(d.items())},
+            **{m.replace("/mape", "/jobs"): len(v) for m, v in d.items() if m.endswith("/mape")},
+        }
+        for k, d in groups.items()
+    }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(
         json.dumps(

@@ -4,7 +4,9 @@ A predictor checkpoint is a Lightning checkpoint of :class:`~gnnperf.predictor.m
 hyper-parameters hold the feature lists, ``FEATURE_VERSION``, the hardware table version and the device list;
 its state holds the train-split normalisation statistics) plus a ``gnnperf`` entry written by
 :func:`save_predictor`: the split-conformal interval (quantiles of log(measured / predicted) on the validation
-part), what it was trained on, and its metrics. Nothing else is needed to predict.
+part), what it was trained on, its metrics and, from checkpoints trained with one, the unseen-op fallback
+(:mod:`gnnperf.predictor.fallback`: graphs with op types absent from training lean on a FLOPs-proportional
+estimate; each prediction lists such op types). Nothing else is needed to predict.
 
 :meth:`Predictor.calibrate` takes a few measured iteration times on a device and scales that device's later
 predictions by them: on the torchvision GPU benchmark most of the error for an unseen GPU is one scale per
@@ -71,6 +73,9 @@ class Predictor:
         self.hparams = dict(hparams)
         self.info = dict(info)
         self.path = path
+        from gnnperf.predictor.checkpoint import load_fallback
+
+        self.fallback = load_fallback(self.info)  # for op types unseen in training (None: trained without)
         # measured / predicted per (hardware, precision, mode, timed), from calibrate()
         self.calibration: dict[tuple[str, str, str, str], float] = {}
 
@@ -172,11 +177,20 @@ class Predictor:
                 memory_format=q.memory_format,
             )
             hw = torch.from_numpy(hardware_vector(spec))
-            items.append(sample_data(graph, workload, hw, self.device_index(spec.name)))
+            item = sample_data(graph, workload, hw, self.device_index(spec.name))
+            item.hardware = spec.name  # for the fallback's baseline
+            items.append(item)
             graphs.append((graph, spec, workload))
         batch = Batch.from_data_list(items)
         with torch.inference_mode():
             log_ms, node_ms = self.model(batch)
+        gnn_ms = torch.exp(log_ms).double().numpy()
+        all_ms, share = gnn_ms, [0.0] * len(items)
+        if self.fallback is not None:
+            from gnnperf.baselines.registry import BaselineData
+
+            specs = {spec.name: spec for _, spec, _ in graphs}
+            all_ms, share = self.fallback.apply(gnn_ms, BaselineData.from_batches([batch], specs))
         if breakdown and node_ms is None:
             from gnnperf.errors import GnnperfError
 
@@ -187,7 +201,7 @@ class Predictor:
         lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
-            ms = float(torch.exp(log_ms[i]))
+            ms = float(all_ms[i])
             row = {
                 "model": graph.model_ref,
                 "hardware": spec.name,
@@ -201,7 +215,11 @@ class Predictor:
                 "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
                 "interval_coverage": self.info.get("interval_coverage"),
                 "checkpoint": str(self.path),
+                "unseen_op_types": self._unseen_op_types(graph),
             }
+            if share[i] > 0:  # blended with the FLOPs-proportional baseline (gnnperf/predictor/fallback.py)
+                row["unseen_op_share"] = float(share[i])
+                row["gnn_iteration_time_ms"] = float(gnn_ms[i])
             factor = self.calibration.get(_calibration_key(row)) if calibrated else None
             if factor is not None:
                 row["iteration_time_ms"] = ms * factor
@@ -216,6 +234,12 @@ class Predictor:
                 ]
             out.append(row)
         return out
+
+    def _unseen_op_types(self, graph) -> list[str]:
+        """The graph's op types whose vocabulary entry (``OTHER`` for types outside it) no train graph had."""
+        vocab = self.hparams["op_vocab"]
+        seen = dict(zip(vocab, self.model.seen_ops.tolist()))
+        return sorted({n.op_type for n in graph.nodes if not seen.get(n.op_type, seen.get("OTHER", False))})
 
 
 def _calibration_key(row: Mapping[str, Any]) -> tuple[str, str, str, str]:

@@ -22,10 +22,12 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
     from gnnperf.eval.compare import compare
     from gnnperf.eval.tables import print_table
+    from gnnperf.predictor.checkpoint import load_fallback, load_model
     from gnnperf.predictor.module import PerfModule
 
     pl.seed_everything(int(cfg.seed))
     module = PerfModule.load(cfg.checkpoint)
+    fallback = load_fallback(load_model(cfg.checkpoint)[2])  # the blend it was trained with, if any
     dm = instantiate(cfg.data)
     dm.setup()
     dm.dataset.index_devices(module.hparams["devices"])  # the checkpoint's embeddings, by device name
@@ -33,7 +35,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         raise GnnperfError(f"the test part of split '{cfg.split.name}' is empty")
     trainer = instantiate(cfg.trainer, logger=False, callbacks=[])
     pred = torch.cat(trainer.predict(module, datamodule=dm)).numpy()
-    result = compare(dm, pred, list(cfg.baselines or []), out_dir=cfg.out_dir, plots=bool(cfg.plots))
+    result = compare(
+        dm, pred, list(cfg.baselines or []), out_dir=cfg.out_dir, plots=bool(cfg.plots), fallback=fallback
+    )
     print_table(
         result["table"],
         title=f"{Path(cfg.checkpoint).name} on split {cfg.split.name} (fold {cfg.split.fold})",

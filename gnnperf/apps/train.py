@@ -24,9 +24,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     import torch
     from hydra.utils import instantiate
 
-    from gnnperf.eval.compare import compare
+    from gnnperf.eval.compare import baseline_data, compare
     from gnnperf.eval.tables import print_table
     from gnnperf.predict import save_predictor
+    from gnnperf.predictor.fallback import UnseenOpFallback
 
     pl.seed_everything(int(cfg.seed), workers=True)
     torch.set_num_threads(int(cfg.get("threads", 1) or 1))
@@ -53,6 +54,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     log_ratio = np.log(val_true) - np.log(val_pred)  # split-conformal: val residuals give the interval
     alpha = (1.0 - float(cfg.interval)) / 2
     interval = [float(np.quantile(log_ratio, alpha)), float(np.quantile(log_ratio, 1 - alpha))]
+    train_data, test_data = baseline_data(dm, "train"), baseline_data(dm, "test")
+    fallback = None
+    if cfg.get("unseen_op_fallback"):
+        if cfg.unseen_op_fallback != UnseenOpFallback.name:
+            raise GnnperfError(
+                f"unseen_op_fallback: only '{UnseenOpFallback.name}' or null, not {cfg.unseen_op_fallback!r}"
+            )
+        fallback = UnseenOpFallback.fit(model.model.seen_ops.cpu().numpy(), train_data)
     # saved before the baselines run: a failure there (memory, a baseline bug) does not lose the trained model
     save_predictor(
         model,
@@ -65,16 +74,28 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "seed": int(cfg.seed),
         },
         metrics={**val_metrics, **test_metrics},
+        unseen_op_fallback=fallback.state_dict() if fallback is not None else None,
     )
     log.info("predictor checkpoint: %s", cfg.checkpoint_out)
     out_dir = Path(cfg.checkpoint_out).parent
-    result = compare(dm, test_pred, list(cfg.baselines or []), out_dir=out_dir, plots=bool(cfg.plots))
+    result = compare(
+        dm, test_pred, list(cfg.baselines or []), out_dir=out_dir, plots=bool(cfg.plots),
+        fallback=fallback, train=train_data, test=test_data,
+    )  # fmt: skip
+    share = result["unseen_op_share"]
+    if share.any():
+        log.info(
+            "%d of %d test samples have op types unseen in training (mean share of roofline time %.2f): "
+            "blended with the flops baseline", int((share > 0).sum()), len(share), float(share[share > 0].mean()),
+        )  # fmt: skip
     print_table(result["table"], title=f"test part of split {cfg.split.name} (fold {cfg.split.fold})")
 
     metrics = {**val_metrics, **test_metrics}
+    # test/* end up as the comparison's GNN row: the network's own predictions, blended where the fallback applies
+    prefixes = {"gnn": "test", "gnn_no_fallback": "test_no_fallback"}
     for name, row in result["table"].iterrows():
-        if name != "gnn":
-            metrics.update({f"baseline/{name}/{k}": float(v) for k, v in row.items()})
+        prefix = prefixes.get(name, f"baseline/{name}")
+        metrics.update({f"{prefix}/{k}": float(v) for k, v in row.items()})
     (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=1))
     memory = {**dm.dataset.memory_report(), "peak_rss_bytes": _peak_rss_bytes()}
     (out_dir / "memory.json").write_text(json.dumps(memory, indent=1))

@@ -29,22 +29,38 @@ def compare(
     out_dir: str | Path | None = None,
     plots: bool = True,
     gnn_name: str = "gnn",
+    fallback=None,
+    train=None,
+    test=None,
 ) -> dict[str, Any]:
     """Score the GNN's test predictions and each baseline's on the test part of ``dm``.
 
-    Returns ``{"table": DataFrame (rows predictors), "per_family", "per_device", "per_source", "frames"}``
-    and, with ``out_dir``, writes ``comparison.md``, ``comparison.json``, per-family/device/source CSVs, plots.
+    Args:
+        fallback: an :class:`~gnnperf.predictor.fallback.UnseenOpFallback` applied to the GNN's predictions;
+            where it changes any, the unblended ones are scored too, as ``<gnn_name>_no_fallback``.
+        train, test: the parts' :class:`BaselineData` when the caller has them already (built here otherwise).
+
+    Returns ``{"table": DataFrame (rows predictors), "per_family", "per_device", "per_source", "frames",
+    "unseen_op_share"}`` (the fallback weight of each test sample, zeros without a fallback) and, with
+    ``out_dir``, writes ``comparison.md``, ``comparison.json``, per-family/device/source CSVs, plots.
     """
     from gnnperf.baselines.registry import get_baseline
     from gnnperf.eval.metrics import grouped_metrics
     from gnnperf.eval.tables import comparison_table, stack_predictions, to_markdown
 
-    test = baseline_data(dm, "test")
+    test = test if test is not None else baseline_data(dm, "test")
     frames: dict[str, pd.DataFrame] = {}
+    share = np.zeros(len(test))
     if gnn_pred_ms is not None:
-        frames[gnn_name] = test.prediction_frame(np.asarray(gnn_pred_ms, dtype=np.float64))
+        gnn = np.asarray(gnn_pred_ms, dtype=np.float64)
+        if fallback is not None:
+            blended, share = fallback.apply(gnn, test)
+            if share.any():
+                frames[f"{gnn_name}_no_fallback"] = test.prediction_frame(gnn)
+            gnn = blended
+        frames = {gnn_name: test.prediction_frame(gnn), **frames}
     if baselines:
-        train = baseline_data(dm, "train")
+        train = train if train is not None else baseline_data(dm, "train")
         for name in baselines:
             model = get_baseline(name)().fit(train)
             frames[name] = test.prediction_frame(model.predict(test))
@@ -61,6 +77,7 @@ def compare(
         "per_device": per_device,
         "per_source": per_source,
         "frames": frames,
+        "unseen_op_share": share,
     }
     if out_dir is not None:
         out = Path(out_dir)

@@ -95,3 +95,11 @@ def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any
     model = build_model(hparams)
     model.load_state_dict(state)
     return model.eval(), hparams, dict(ckpt.get("gnnperf", {}))
+
+
+def load_fallback(info: Mapping[str, Any]):
+    """The checkpoint's :class:`~gnnperf.predictor.fallback.UnseenOpFallback`, or None (trained without one)."""
+    from gnnperf.predictor.fallback import UnseenOpFallback
+
+    state = info.get("unseen_op_fallback")
+    return UnseenOpFallback.from_state(state) if state else None

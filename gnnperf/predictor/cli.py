@@ -92,6 +92,14 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval {lo:.2f} .. {hi:.2f} ms)"
     )
+    if row["unseen_op_types"]:
+        how = (
+            f"{row['unseen_op_share']:.0%} of its roofline time; blended with a FLOPs-proportional estimate, "
+            f"the network alone says {row['gnn_iteration_time_ms']:.2f} ms"
+            if "unseen_op_share" in row
+            else "no fallback in this checkpoint: the network extrapolates"
+        )
+        print(f"  op types unseen in training: {', '.join(row['unseen_op_types'])} ({how})")
     if "calibration_factor" in row:
         print(f"  calibrated on {len(args.calibrate)} measurement(s): x{row['calibration_factor']:.3f}")
     for op in row.get("breakdown", []):

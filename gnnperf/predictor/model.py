@@ -147,11 +147,16 @@ class PerfGNN(nn.Module):
                 mean, std = stats[key]
                 self.standardize[key].set_stats(mean, std, key)
 
+    @property
+    def seen_ops(self) -> Tensor:
+        """[num_ops] bool: op types present in the train split (the others get no embedding)."""
+        return self.standardize["x"].varied[: self.num_ops]
+
     def _encode(self, batch) -> tuple[Tensor, Tensor, Tensor]:
         """(node states [N, hidden], readout context [B, C], graph index of each node [N])."""
         x = self.standardize["x"](batch.x)
         # The op one-hot columns lead x in OP_VOCAB order: an op type unseen in training gets no embedding.
-        known = self.standardize["x"].varied[: self.num_ops]
+        known = self.seen_ops
         if self.training and self.op_dropout > 0:
             hide = torch.rand(self.num_ops, device=x.device) < self.op_dropout
             known = known & ~hide

@@ -143,6 +143,22 @@ def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
         assert len(r["breakdown"]) == 3
 
 
+def test_op_types_unseen_in_training_lean_on_the_flops_baseline(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    assert predictor.fallback is not None  # conf/train.yaml: unseen_op_fallback: flops
+    seen, lstm = predictor.predict(
+        [
+            Query("zoo:mlp?depth=4&width=48&in_features=16", "rtx-3090", 4),
+            Query("zoo:lstm?seq_len=16&input_size=8&hidden_size=32&num_layers=1", "rtx-3090", 4),
+        ]
+    )
+    assert seen["unseen_op_types"] == [] and "unseen_op_share" not in seen
+    assert "LSTM" in lstm["unseen_op_types"]
+    w, gnn_ms = lstm["unseen_op_share"], lstm["gnn_iteration_time_ms"]
+    assert 0.5 < w <= 1.0  # the recurrent op carries most of the graph's work
+    assert gnn_ms > 0 and lstm["iteration_time_ms"] != pytest.approx(gnn_ms)  # the blend (tests/predictor)
+
+
 def test_predict_cli_json_and_errors(trained):
     ckpt = str(trained[0])
     run = [sys.executable, "-m", "gnnperf.cli", "predict", "zoo:mlp?depth=2&width=32&in_features=16"]

@@ -1,0 +1,93 @@
+"""Op types the GNN never saw in training fall back to the FLOPs-proportional baseline.
+
+A GNN costs an op of an unseen type from its numbers alone, and on the committed CPU data that extrapolation
+fails badly where a whole family rests on such an op: the held-out LSTMs of ``experiments/cpu_holdout_family``
+are overpredicted 2.4-3.5x (the GRUs of the training families share their shapes but not their speed), where a
+FLOPs ratio is off by about half. So each prediction is blended in log space with the FLOPs-proportional
+baseline fitted on the same train part::
+
+    log ms = (1 - w) * log gnn_ms + w * log flops_ms
+
+where ``w`` is the share of the graph's roofline time (per op ``max(FLOPs / peak, bytes / bandwidth)`` on the
+sample's device) spent in ops of types absent from the train split. A graph made only of seen op types keeps
+the GNN's prediction unchanged (``w = 0``); one dominated by an unseen op gets about the baseline's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from gnnperf.baselines.flops import FlopsBaseline
+from gnnperf.baselines.registry import BaselineData
+from gnnperf.errors import GnnperfError
+
+
+class UnseenOpFallback:
+    """The blend above: which op types training saw, and the FLOPs baseline fitted on the train part.
+
+    Args:
+        seen_ops: [num_ops] bool, op types (in the checkpoint's vocabulary order) present in the train split;
+            the network's own record of it is ``PerfGNN.seen_ops``.
+        baseline: a fitted :class:`FlopsBaseline`.
+    """
+
+    name = "flops"
+
+    def __init__(self, seen_ops: np.ndarray, baseline: FlopsBaseline) -> None:
+        self.seen_ops = np.asarray(seen_ops, dtype=bool)
+        self.baseline = baseline
+
+    @classmethod
+    def fit(cls, seen_ops: np.ndarray, train: BaselineData) -> UnseenOpFallback:
+        return cls(seen_ops, FlopsBaseline().fit(train))
+
+    def unseen_share(self, data: BaselineData) -> np.ndarray:
+        """[n] share of each sample's roofline time in op types unseen in training (0 where all were seen)."""
+        cols = list(data.op_columns)
+        n_ops = len(self.seen_ops)
+        i_flops = cols.index("log_flops")
+        i_bytes = [cols.index("log_bytes_read"), cols.index("log_bytes_written")]
+        out = np.zeros(len(data))
+        if self.seen_ops.all():
+            return out
+        for k, seq in enumerate(data.op_seq):
+            seq = np.asarray(seq, dtype=np.float64)
+            unseen = seq[:, :n_ops][:, ~self.seen_ops].sum(axis=1) > 0  # op one-hots lead the node columns
+            if not unseen.any():
+                continue
+            flops = np.expm1(seq[:, i_flops])
+            moved = np.expm1(seq[:, i_bytes]).sum(axis=1)
+            peak, bandwidth = data.peak_flops[k], data.bandwidth[k]
+            if np.isfinite(peak) and peak > 0 and np.isfinite(bandwidth) and bandwidth > 0:
+                cost = np.maximum(flops / peak, moved / bandwidth)
+            else:  # a spec without rates: FLOPs alone
+                cost = flops
+            total = cost.sum()
+            out[k] = cost[unseen].sum() / total if total > 0 else float(unseen.mean())
+        return out
+
+    def apply(self, gnn_ms: np.ndarray, data: BaselineData) -> tuple[np.ndarray, np.ndarray]:
+        """(blended ms, weight ``w`` per sample); samples the baseline cannot predict keep the GNN's value."""
+        gnn_ms = np.asarray(gnn_ms, dtype=np.float64)
+        w = self.unseen_share(data)
+        if not w.any():
+            return gnn_ms, w
+        try:
+            base_ms = self.baseline.predict(data)
+        except GnnperfError:  # an unseen device without a peak FLOP/s: no fallback for anyone in this batch
+            return gnn_ms, np.zeros_like(w)
+        blended = np.exp((1.0 - w) * np.log(gnn_ms) + w * np.log(np.maximum(base_ms, 1e-9)))
+        return blended, w
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain lists and numbers (checkpoints are read with ``weights_only=True``)."""
+        return {"name": self.name, "seen_ops": self.seen_ops.tolist(), "baseline": self.baseline.state_dict()}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> UnseenOpFallback:
+        if state.get("name") != cls.name:
+            raise GnnperfError(f"unknown unseen-op fallback {state.get('name')!r} in checkpoint")
+        return cls(np.array(state["seen_ops"], dtype=bool), FlopsBaseline.from_state(state["baseline"]))
