@@ -10,7 +10,9 @@ baseline fitted on the same train part::
 
 where ``w`` is the share of the graph's roofline time (per op ``max(FLOPs / peak, bytes / bandwidth)`` on the
 sample's device) spent in ops of types absent from the train split. A graph made only of seen op types keeps
-the GNN's prediction unchanged (``w = 0``); one dominated by an unseen op gets about the baseline's.
+the GNN's prediction unchanged (``w = 0``); one dominated by an unseen op gets about the baseline's. The
+prediction interval keeps its relative width (its coverage was measured on validation graphs, which rarely hold
+unseen op types), and a per-op breakdown stays the network's own.
 """
 
 from __future__ import annotations
