@@ -71,7 +71,10 @@ def _build_one(job: tuple[str, str, str, int]) -> dict[str, Any]:
 
 Job = tuple[str, str, str, int]  # (model_ref, input_shape, cache_dir, limit_s)
 Build = Callable[[Job], dict[str, Any]]
-TASKS_PER_WORKER = 20  # a fresh worker every 20 models returns the memory that large exports leave behind
+# A fresh pool every 20 models per worker returns the memory that large exports leave behind. Not through
+# ProcessPoolExecutor(max_tasks_per_child=...): on Python 3.11-3.13 a pool that retires a worker with work still
+# queued can stop spawning replacements and hang for good (CPython gh-115634; seen here at 40 of 830 timm models).
+TASKS_PER_WORKER = 20
 
 
 def _marker(started: str, job: Job) -> Path:
@@ -96,13 +99,11 @@ def _pooled(jobs: list[Job], workers: int, build: Build) -> Iterator[dict[str, A
     suspects: list[Job] = []  # in flight when a worker died: each is built alone, in a pool of its own
     with tempfile.TemporaryDirectory(prefix="gnnperf-prebuild-") as started:
         while todo or suspects:
-            batch = suspects[:1] or todo
+            batch = suspects[:1] or todo[: workers * TASKS_PER_WORKER]
             for marker in Path(started).iterdir():
                 marker.unlink()
             finished: set[Job] = set()
-            pool = ProcessPoolExecutor(
-                1 if suspects else workers, mp_context=ctx, max_tasks_per_child=TASKS_PER_WORKER
-            )
+            pool = ProcessPoolExecutor(1 if suspects else workers, mp_context=ctx)
             try:
                 futures = {pool.submit(_started_then, build, job, started): job for job in batch}
                 for future in as_completed(futures):

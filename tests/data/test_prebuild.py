@@ -61,3 +61,23 @@ def test_a_killed_worker_fails_its_own_model_and_the_rest_are_built(tmp_path, wo
     assert sorted(r["model_ref"] for r in rows) == sorted(k[0] for k in keys)  # each model once
     failed = [r for r in rows if not r["ok"]]
     assert [r["model_ref"] for r in failed] == [KILLED] and "worker process died" in failed[0]["reason"]
+
+
+def test_more_models_than_one_pool_takes_are_all_built_once(tmp_path, monkeypatch):
+    # pools are recycled every TASKS_PER_WORKER models per worker; a pool that retired workers itself
+    # (max_tasks_per_child) could hang with work queued (CPython gh-115634), so this runs under a deadline
+    import threading
+
+    import gnnperf.data.prebuild as prebuild
+
+    monkeypatch.setattr(prebuild, "TASKS_PER_WORKER", 2)
+    keys = [(f"zoo:m{i}", "3,8,8") for i in range(9)]
+    rows: list = []
+    worker = threading.Thread(
+        target=lambda: rows.extend(iter_prebuild(keys, tmp_path / "g", workers=2, build=fake_build)),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=300)
+    assert not worker.is_alive(), "prebuild hung"
+    assert sorted(r["model_ref"] for r in rows) == sorted(k for k, _ in keys) and all(r["ok"] for r in rows)
