@@ -22,12 +22,12 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
     from gnnperf.eval.compare import compare
     from gnnperf.eval.tables import print_table
-    from gnnperf.predictor.checkpoint import load_fallback, load_model
+    from gnnperf.predictor.checkpoint import load_fallback
     from gnnperf.predictor.module import PerfModule
 
     pl.seed_everything(int(cfg.seed))
     module = PerfModule.load(cfg.checkpoint)
-    fallback = load_fallback(load_model(cfg.checkpoint)[2])  # the blend it was trained with, if any
+    fallback = load_fallback(module.extras)  # the blend it was trained with, if any
     dm = instantiate(cfg.data)
     dm.setup()
     dm.dataset.index_devices(module.hparams["devices"])  # the checkpoint's embeddings, by device name

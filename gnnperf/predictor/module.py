@@ -95,6 +95,7 @@ class PerfModule(pl.LightningModule):
         self.scheduler_factory = scheduler
         self.model = build_model(self.hparams, stats)
         self._outputs: dict[str, list[tuple[Tensor, Tensor]]] = {s: [] for s in _STAGES}
+        self.extras: dict[str, Any] = {}  # a loaded predictor checkpoint's ``gnnperf`` entry
 
     def device_index(self, hardware: str) -> int:
         """Index of ``hardware`` in the training device list, or -1 (unseen: predicted from its spec)."""
@@ -159,8 +160,13 @@ class PerfModule(pl.LightningModule):
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Refuse a checkpoint made with other features or another hardware table (also on Trainer resume)."""
+        """Refuse a checkpoint made with other features or another hardware table (also on Trainer resume).
+
+        A predictor checkpoint's ``gnnperf`` entry (see :func:`gnnperf.predict.save_predictor`) is kept as
+        ``self.extras``.
+        """
         check_compatible(checkpoint.get("hyper_parameters", {}))
+        self.extras = dict(checkpoint.get("gnnperf", {}))
 
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu", **overrides: Any) -> PerfModule:

@@ -255,6 +255,10 @@ def test_evaluate_scores_the_checkpoint_beside_baselines(trained, store, tmp_pat
     )
     metrics = evaluate(c)
     assert "gnn/mape" in metrics and "flops/mape" in metrics
+    from gnnperf.predictor.module import PerfModule
+
+    extras = PerfModule.load(trained[0]).extras  # evaluate applies the fallback stored there
+    assert extras["unseen_op_fallback"]["name"] == "flops"
 
 
 def test_empty_split_is_a_user_error(store, tmp_path):
