@@ -6,10 +6,14 @@ import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from gnnperf.baselines.registry import BaselineData
+    from gnnperf.predictor.fallback import UnseenOpFallback
 
 log = logging.getLogger(__name__)
 
@@ -29,9 +33,9 @@ def compare(
     out_dir: str | Path | None = None,
     plots: bool = True,
     gnn_name: str = "gnn",
-    fallback=None,
-    train=None,
-    test=None,
+    fallback: UnseenOpFallback | None = None,
+    train: BaselineData | None = None,
+    test: BaselineData | None = None,
 ) -> dict[str, Any]:
     """Score the GNN's test predictions and each baseline's on the test part of ``dm``.
 

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from gnnperf.errors import GnnperfError
 from gnnperf.predictor.model import PerfGNN, Stats
+
+if TYPE_CHECKING:
+    from gnnperf.predictor.fallback import UnseenOpFallback
 
 
 def code_versions() -> dict[str, Any]:
@@ -97,7 +100,7 @@ def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any
     return model.eval(), hparams, dict(ckpt.get("gnnperf", {}))
 
 
-def load_fallback(info: Mapping[str, Any]):
+def load_fallback(info: Mapping[str, Any]) -> UnseenOpFallback | None:
     """The checkpoint's :class:`~gnnperf.predictor.fallback.UnseenOpFallback`, or None (trained without one)."""
     from gnnperf.predictor.fallback import UnseenOpFallback
 
