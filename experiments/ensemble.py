@@ -4,7 +4,7 @@ Each ``--fold`` names the job folders of one fold (same split and test part, dif
 another validation draw), comma-separated; the first job's baselines are the comparison. Per fold it scores: the
 members alone (and their mean), ``gnn-ens`` (geometric mean of the members' predictions), and ``gnn-ens+gbm``
 (geometric mean of the ensemble and the gradient-boosted baseline, weights fixed at 1/2 beforehand, not tuned on
-any part of the data). Then the mean over folds. Test metrics only; every job must have scored the same samples.
+any part of the data; ``--blend-with NAME`` blends another baseline of the jobs instead). Then the mean over folds. Test metrics only; every job must have scored the same samples.
 
 ``--calibrate-with MODEL`` also scores every predictor after one measurement on the test device: each prediction
 is divided by the predictor's own predicted/measured ratio on MODEL's test rows of the same device and precision
@@ -27,8 +27,6 @@ import pandas as pd
 from gnnperf.eval.metrics import prediction_frame
 from gnnperf.eval.tables import comparison_table, to_markdown
 
-BLEND_WITH = "gbm"
-
 
 def _predictions(job: Path) -> pd.DataFrame:
     path = job / "predictions.csv"
@@ -49,7 +47,7 @@ def calibrated(pred: np.ndarray, true: np.ndarray, rows: pd.DataFrame, reference
     return pred / np.exp(np.nan_to_num(shift))  # groups without the reference keep their prediction
 
 
-def fold_table(jobs: list[Path], calibrate_with: str | None = None) -> pd.DataFrame:
+def fold_table(jobs: list[Path], calibrate_with: str | None = None, blend_with: str = "gbm") -> pd.DataFrame:
     """Comparison table of one fold: members, their ensemble, the blend, and the first job's baselines."""
     first = _predictions(jobs[0])
     ids = np.sort(first.loc[first.predictor == "gnn", "sample_id"].to_numpy())
@@ -69,9 +67,9 @@ def fold_table(jobs: list[Path], calibrate_with: str | None = None) -> pd.DataFr
         for name, group in first.groupby("predictor")
         if name != "gnn"
     }
-    if BLEND_WITH in baselines:
-        blend = np.exp((ensemble + np.log(baselines[BLEND_WITH])) / 2)
-        frames[f"gnn-ens+{BLEND_WITH}"] = prediction_frame(blend, true)
+    if blend_with in baselines:
+        blend = np.exp((ensemble + np.log(baselines[blend_with])) / 2)
+        frames[f"gnn-ens+{blend_with}"] = prediction_frame(blend, true)
     frames.update({name: prediction_frame(pred, true) for name, pred in baselines.items()})
     if calibrate_with:
         rows = members[0]
@@ -92,14 +90,15 @@ def main() -> None:
     p.add_argument(
         "--calibrate-with", metavar="MODEL", help="also score after one measurement of MODEL (see above)"
     )
+    p.add_argument("--blend-with", default="gbm", metavar="NAME", help="baseline blended with the ensemble")
     args = p.parse_args()
     tables = []
     for k, group in enumerate(args.fold):
         jobs = [Path(j) for j in group.split(",") if j]
-        table = fold_table(jobs, args.calibrate_with)
+        table = fold_table(jobs, args.calibrate_with, args.blend_with)
         print(f"\nfold group {k}: {', '.join(map(str, jobs))}\n{to_markdown(table)}")
         tables.append(table)
-    shared = ["gnn (member mean)", "gnn-ens", f"gnn-ens+{BLEND_WITH}", f"gnn-ens @{args.calibrate_with}"]
+    shared = ["gnn (member mean)", "gnn-ens", f"gnn-ens+{args.blend_with}", f"gnn-ens @{args.calibrate_with}"]
     rows = [
         r for r in shared + [r for r in tables[0].index if not r.startswith("gnn")] if r in tables[0].index
     ]

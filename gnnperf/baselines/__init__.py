@@ -1,9 +1,10 @@
-"""Baselines the GNN predictor must beat: FLOPs-proportional, roofline, aggregate-feature GBM, op-sequence MLP.
+"""Baselines the GNN predictor must beat: FLOPs-proportional, roofline, aggregate-feature GBM, op-sequence MLP,
+op-class cost model.
 
 Importing this package registers all of them in :data:`BASELINES`.
 """
 
-from gnnperf.baselines import flops, gbm, roofline, sequence  # noqa: F401  (registers the baselines)
+from gnnperf.baselines import flops, gbm, opcost, roofline, sequence  # noqa: F401  (registers the baselines)
 from gnnperf.baselines.registry import (
     BASELINES,
     Baseline,

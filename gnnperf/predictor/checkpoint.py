@@ -79,6 +79,7 @@ def build_model(hparams: Mapping[str, Any], stats: Stats | None = None) -> PerfG
         bidirectional=h["bidirectional"],
         device_dropout=h["device_dropout"],
         op_dropout=h.get("op_dropout", 0.0),  # checkpoints before it trained without
+        hardware_conditioning=h.get("hardware_conditioning", True),  # likewise
         stats=stats,
     )
 

@@ -85,6 +85,11 @@ class PerfGNN(nn.Module):
         heads: attention heads of attention backbones.
         bidirectional: pass messages along and against data flow.
         device_dropout: see :class:`HardwareConditioning`.
+        hardware_conditioning: feed the hardware vector (and device embedding) to the conditioning. False: the
+            conditioning sees the workload alone, so every learned factor, fixed cost and overhead is the same on
+            every device, and the device enters only through the roofline prior of a roofline readout: what an
+            unseen GPU costs then follows its data sheet instead of an MLP extrapolating from a few training GPUs
+            (experiments/torchvision_lodo). Needs a readout with a prior.
         op_dropout: during training, the probability of hiding each op type for a batch, the way an op type
             unseen in training is hidden (its one-hot column zero, no embedding), so that the network learns to
             cost an op from its numeric features alone (the held-out LSTMs of experiments/cpu_holdout_family).
@@ -112,10 +117,12 @@ class PerfGNN(nn.Module):
         bidirectional: bool = True,
         device_dropout: float = 0.1,
         op_dropout: float = 0.0,
+        hardware_conditioning: bool = True,
         stats: Stats | None = None,
     ) -> None:
         super().__init__()
         self.num_ops, self.op_dropout = num_ops, op_dropout
+        self.hardware_conditioning = hardware_conditioning
         self.use_agg = use_agg and agg_dim > 0
         self.bidirectional = bidirectional
         dims = {"x": node_dim, "edge_attr": edge_dim, "u": graph_dim, "hw": hw_dim, "agg": agg_dim}
@@ -135,6 +142,11 @@ class PerfGNN(nn.Module):
         )
         self.readout = build_readout(readout, hidden, hidden * (2 if self.use_agg else 1), dropout)
         self.prior = RooflinePrior() if getattr(self.readout, "needs_prior", False) else None
+        if self.prior is None and not hardware_conditioning:
+            raise GnnperfError(
+                f"hardware_conditioning=false leaves readout {readout!r} blind to the device; "
+                "use a readout with a roofline prior (roofline, roofline_scaled, anchored)"
+            )
 
     def set_stats(self, stats: Stats) -> None:
         """Load train-split normalisation statistics ``{key: (mean, std)}`` into the buffers."""
@@ -173,9 +185,10 @@ class PerfGNN(nn.Module):
         node_batch = getattr(batch, "batch", None)
         if node_batch is None:  # a single Data, not a Batch
             node_batch = torch.zeros(h.shape[0], dtype=torch.long, device=h.device)
-        context, film = self.conditioning(
-            self.standardize["hw"](batch.hw), self.standardize["u"](batch.u), getattr(batch, "hw_id", None)
-        )
+        hw, hw_id = self.standardize["hw"](batch.hw), getattr(batch, "hw_id", None)
+        if not self.hardware_conditioning:  # every device looks like the train-split mean (0, standardised)
+            hw, hw_id = torch.zeros_like(hw), None
+        context, film = self.conditioning(hw, self.standardize["u"](batch.u), hw_id)
         h = self.backbone(h, edge_index, edge_attr, node_batch, film)
         if self.agg_encoder is not None:
             context = torch.cat([context, self.agg_encoder(self.standardize["agg"](batch.agg))], dim=-1)

@@ -102,9 +102,9 @@ def test_unseen_device_predicts_positive_times(name, fitted, splits):
     assert np.all(np.isfinite(pred) & (pred > 0))
 
 
-@pytest.mark.parametrize("name", ["flops", "roofline"])
+@pytest.mark.parametrize("name", ["flops", "roofline", "opcost"])
 def test_spec_scaled_baselines_transfer_to_unseen_device(name, fitted, splits):
-    # Both scale by peak FLOP/s, and the synthetic time is exactly that law.
+    # All three scale by peak FLOP/s, and the synthetic time is exactly that law.
     assert regression_metrics(fitted[name].predict(splits["unseen"]), splits["unseen"].y_ms)["mape"] < 15.0
 
 
@@ -162,6 +162,28 @@ def test_flops_uses_intercept_for_constant_overhead():
     a, b = model.coef["dev-a|fp32"]
     assert b == pytest.approx(5.0, rel=1e-6)
     assert a * DEVICES["dev-a"][0] == pytest.approx(3e3 / EFFICIENCY / 3, rel=1e-6)  # ms per FLOP of work
+
+
+def test_opcost_learns_a_device_independent_launch_cost_per_op():
+    from gnnperf.baselines.opcost import OpCostBaseline
+
+    launch_ms = 0.05
+    data = {}
+    for part, devices, seed in (("train", ["dev-a", "dev-b"], 4), ("unseen", ["dev-c"], 5)):
+        d = make_data(120, devices, seed=seed, noise=0.0)
+        d.y_ms = d.y_ms + launch_ms * np.array([len(s) for s in d.op_seq])  # a host cost no GPU speeds up
+        data[part] = d
+    model = OpCostBaseline().fit(data["train"])
+    other = 3 * 5  # the synthetic ops have no op-type columns: all in the "other" class
+    assert model.coef[other + 2] == pytest.approx(launch_ms, rel=1e-3)
+    assert model.coef[other] == pytest.approx(1 / EFFICIENCY, rel=1e-3)
+    pred = model.predict(data["unseen"])
+    np.testing.assert_allclose(pred, data["unseen"].y_ms, rtol=1e-3)
+    data["unseen"].bandwidth[0] = np.nan
+    with pytest.raises(GnnperfError, match="no peak FLOP/s or bandwidth for \\['dev-c'\\]"):
+        model.predict(data["unseen"])
+    with pytest.raises(GnnperfError, match="op classes"):
+        OpCostBaseline.from_state({**model.state_dict(), "classes": ["conv"]})
 
 
 def test_roofline_per_op_needs_op_features(fitted, splits):

@@ -40,7 +40,7 @@ def test_forward_backward(backbone, readout):
     )
     log_ms, contrib = model(batch)
     assert log_ms.shape == (3,) and torch.isfinite(log_ms).all()
-    if readout in ("additive", "roofline", "roofline_scaled"):
+    if readout in ("additive", "roofline", "roofline_scaled", "roofline_overlap"):
         assert contrib.shape == (batch.num_nodes,) and (contrib > 0).all()
     else:
         assert contrib is None
@@ -51,7 +51,7 @@ def test_forward_backward(backbone, readout):
     assert model.node_encoder[0].weight.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("readout", ["additive", "roofline", "roofline_scaled"])
+@pytest.mark.parametrize("readout", ["additive", "roofline", "roofline_scaled", "roofline_overlap"])
 def test_breakdown_sums_to_total(readout):
     batch = make_batch()
     model = small_model(readout=readout, stats=stats_of(batch.to_data_list())).eval()
@@ -109,6 +109,46 @@ def test_roofline_readout_is_faster_on_a_faster_device():
         slow_ms, _ = model(Batch.from_data_list([g]))
         fast_ms, _ = model(Batch.from_data_list([fast]))
     assert fast_ms < slow_ms
+
+
+def test_overlap_readout_takes_the_smooth_max_of_host_and_device_time():
+    g = make_graph(12, seed=6)
+    model = small_model(readout="roofline_overlap", stats=stats_of([g])).eval()
+    batch = Batch.from_data_list([g])
+    with torch.no_grad():
+        log_ms, _ = model(batch)
+        h, context, node_batch = model._encode(batch)
+        log_device, log_fixed = model.readout.terms(h, model.prior(batch, node_batch))
+        overhead_ms = torch.exp(model.readout.log_overhead(context).squeeze(-1))
+    host, device, k = torch.exp(log_fixed).sum(), torch.exp(log_device).sum(), model.readout.SHARPNESS
+    busy = (host**k + device**k) ** (1 / k)
+    torch.testing.assert_close(from_target(log_ms), busy + overhead_ms, rtol=1e-4, atol=0)
+    assert max(host, device) <= busy < host + device  # overlapped: less than the roofline readout's sum
+
+
+def test_without_hardware_conditioning_only_the_roofline_sees_the_device():
+    from gnnperf.hardware import HARDWARE_FEATURES
+
+    hw_names = list(HARDWARE_FEATURES)
+    roofline_columns = [hw_names.index(c) for c in hw_names if "peak" in c or "bandwidth" in c]
+    g = make_graph(10, seed=7)
+    other = g.clone()
+    other.hw = g.hw.clone()
+    other.hw[0, [i for i in range(F_HW) if i not in roofline_columns]] += 1.5  # same peaks, other specs
+    faster = g.clone()
+    faster.hw = g.hw.clone()
+    faster.hw[0, roofline_columns] += 2.0
+    model = small_model(
+        readout="roofline", hardware_conditioning=False, num_devices=2, stats=stats_of([g, other, faster])
+    )
+    torch.nn.init.normal_(model.conditioning.film.weight, std=0.3)  # as after training
+    torch.nn.init.normal_(model.conditioning.device_embedding.weight)
+    with torch.no_grad():
+        log_ms, _ = model.eval()(Batch.from_data_list([g, other, faster]))
+    torch.testing.assert_close(log_ms[0], log_ms[1])
+    assert log_ms[2] < log_ms[0]
+    with pytest.raises(GnnperfError, match="blind to the device"):
+        small_model(readout="pooled", hardware_conditioning=False)
 
 
 def test_hardware_vector_changes_prediction_and_op_costs():

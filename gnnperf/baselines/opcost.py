@@ -1,0 +1,102 @@
+"""Op-class cost model: a roofline per class of op plus a launch cost per op, one set of rates for every device.
+
+Per sample, ``time_ms = sum_k (a_k * compute_ms_k + b_k * memory_ms_k + c_k * n_k) + d``, where for each op class
+``k`` (convolutions, matrix products, normalisations, pooling, data movement, the rest) ``compute_ms_k`` and
+``memory_ms_k`` are the class's summed roofline terms on the sample's device (work x FLOPs / peak FLOP/s and work x
+bytes / bandwidth, as in the ``roofline`` baseline) and ``n_k`` its number of ops. The rates ``a, b`` (inverse
+efficiencies), the per-op costs ``c`` (launch and framework time) and the overhead ``d`` are non-negative and shared
+by every device, fitted by non-negative least squares on relative error (``scipy.optimize.nnls``). The device
+enters only through its data-sheet peak and bandwidth, so an unseen device is predicted by the same physics as the
+training ones: the Paleo / PreNeT idea, with the per-op launch cost that small batches need. Few parameters (19),
+so it cannot learn what a handful of training devices happen to share (experiments/torchvision_lodo).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from gnnperf.baselines.registry import Baseline, BaselineData, check_training_data, register_baseline
+from gnnperf.baselines.roofline import OP_BYTES_COLUMNS, OP_FLOPS_COLUMN, _has_op_costs
+from gnnperf.errors import GnnperfError
+
+# Op classes by ONNX op type (the ``op=<type>`` columns of the per-op features); every other type is "other".
+OP_CLASSES: dict[str, tuple[str, ...]] = {
+    "conv": ("Conv", "ConvTranspose"),
+    "matmul": ("Gemm", "MatMul", "Einsum", "LSTM", "GRU", "RNN"),
+    "norm": ("BatchNormalization", "LayerNormalization", "InstanceNormalization", "GroupNormalization"),
+    "pool": ("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"),
+    "movement": ("Concat", "Split", "Slice", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Expand",
+                 "Pad", "Gather", "Tile"),
+}  # fmt: skip
+CLASSES = (*OP_CLASSES, "other")
+
+
+def features(data: BaselineData) -> np.ndarray:
+    """[n, 3 * len(CLASSES) + 1]: per class (compute ms, memory ms, op count), then a column of ones."""
+    if not _has_op_costs(data):
+        raise GnnperfError("baseline 'opcost': needs per-op FLOPs and bytes (op_seq)")
+    peak, bandwidth = data.peak_flops, data.bandwidth
+    missing = ~(np.isfinite(peak) & (peak > 0) & np.isfinite(bandwidth) & (bandwidth > 0))
+    if missing.any():
+        raise GnnperfError(
+            f"baseline 'opcost': no peak FLOP/s or bandwidth for {sorted(set(data.hardware[missing]))}"
+        )
+    columns = list(data.op_columns or ())
+    i_flops = columns.index(OP_FLOPS_COLUMN)
+    i_bytes = [columns.index(c) for c in OP_BYTES_COLUMNS]
+    class_columns = {
+        k: [columns.index(f"op={t}") for t in types if f"op={t}" in columns]
+        for k, types in OP_CLASSES.items()
+    }
+    work = data.work_multiplier
+    out = np.zeros((len(data), 3 * len(CLASSES) + 1))
+    out[:, -1] = 1.0
+    for i, seq in enumerate(data.op_seq):
+        seq = seq.astype(np.float64)
+        compute = 1e3 * work[i] * np.expm1(seq[:, i_flops]) / peak[i]
+        memory = 1e3 * work[i] * np.expm1(seq[:, i_bytes]).sum(axis=1) / bandwidth[i]
+        rest = np.ones(len(seq), dtype=bool)
+        for j, cls in enumerate(CLASSES):
+            mask = rest.copy() if cls == "other" else seq[:, class_columns[cls]].sum(axis=1) > 0.5
+            rest &= ~mask
+            out[i, 3 * j : 3 * j + 3] = compute[mask].sum(), memory[mask].sum(), mask.sum()
+    return out
+
+
+@register_baseline("opcost")
+class OpCostBaseline(Baseline):
+    """Per-op-class roofline rates and launch costs shared by all devices; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.coef: np.ndarray | None = None
+
+    def fit(self, train: BaselineData) -> OpCostBaseline:
+        from scipy.optimize import nnls
+
+        t = check_training_data(train, self.name)
+        x = features(train)
+        scale = x.max(axis=0)  # nnls on columns of similar size; a column that is zero everywhere stays zero
+        scale[scale == 0] = 1.0
+        coef, _ = nnls(x / scale / t[:, None], np.ones_like(t), maxiter=50 * x.shape[1])
+        self.coef = coef / scale
+        return self
+
+    def predict(self, data: BaselineData) -> np.ndarray:
+        self._require_fitted(self.coef is not None)
+        # a sample whose every fitted term is zero (no op of any class that got a rate) still gets a finite time
+        return np.maximum(features(data) @ self.coef, 1e-6)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"coef": None if self.coef is None else self.coef.tolist(), "classes": list(CLASSES)}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> OpCostBaseline:
+        if list(state.get("classes", [])) != list(CLASSES):
+            raise GnnperfError(
+                f"baseline 'opcost': saved with op classes {state.get('classes')}, code has {list(CLASSES)}"
+            )
+        model = cls()
+        model.coef = None if state["coef"] is None else np.asarray(state["coef"], dtype=np.float64)
+        return model
