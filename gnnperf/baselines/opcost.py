@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gnnperf.baselines.registry import Baseline, BaselineData, check_training_data, register_baseline
-from gnnperf.baselines.roofline import OP_BYTES_COLUMNS, OP_FLOPS_COLUMN, _has_op_costs
+from gnnperf.baselines.roofline import OP_BYTES_COLUMNS, OP_FLOPS_COLUMN, has_op_costs
 from gnnperf.errors import GnnperfError
 
 # Op classes by ONNX op type (the ``op=<type>`` columns of the per-op features); every other type is "other".
@@ -35,7 +35,7 @@ CLASSES = (*OP_CLASSES, "other")
 
 def features(data: BaselineData) -> np.ndarray:
     """[n, 3 * len(CLASSES) + 1]: per class (compute ms, memory ms, op count), then a column of ones."""
-    if not _has_op_costs(data):
+    if not has_op_costs(data):
         raise GnnperfError("baseline 'opcost': needs per-op FLOPs and bytes (op_seq)")
     peak, bandwidth = data.peak_flops, data.bandwidth
     missing = ~(np.isfinite(peak) & (peak > 0) & np.isfinite(bandwidth) & (bandwidth > 0))

@@ -22,7 +22,8 @@ OP_FLOPS_COLUMN = "log_flops"
 OP_BYTES_COLUMNS = ("log_bytes_read", "log_bytes_written")
 
 
-def _has_op_costs(data: BaselineData) -> bool:
+def has_op_costs(data: BaselineData) -> bool:
+    """Whether ``data`` carries per-op FLOPs and bytes (``op_seq`` with those columns)."""
     columns = data.op_columns or ()
     return data.op_seq is not None and all(c in columns for c in (OP_FLOPS_COLUMN, *OP_BYTES_COLUMNS))
 
@@ -37,7 +38,7 @@ def roofline_ms(data: BaselineData, per_op: bool) -> np.ndarray:
         )
     if not per_op:
         return 1e3 * np.maximum(data.flops / peak, data.bytes / bandwidth)
-    if not _has_op_costs(data):
+    if not has_op_costs(data):
         raise GnnperfError("baseline 'roofline': fitted per op but the data has no per-op FLOPs and bytes")
     i_flops = data.op_column(OP_FLOPS_COLUMN)
     i_bytes = [data.op_column(c) for c in OP_BYTES_COLUMNS]
@@ -59,7 +60,7 @@ class RooflineBaseline(Baseline):
 
     def fit(self, train: BaselineData) -> RooflineBaseline:
         t = check_training_data(train, self.name)
-        self.per_op = _has_op_costs(train)
+        self.per_op = has_op_costs(train)
         bound = roofline_ms(train, self.per_op) * train.work_multiplier
         if not np.all(bound > 0):
             raise GnnperfError("baseline 'roofline': every training sample needs positive FLOPs or bytes")
