@@ -2,7 +2,7 @@
 
 For a baseline added after an experiment's GNN runs: each fold's split is composed from the same Hydra config
 (``experiment=NAME split.fold=K`` and any further overrides, seed 0 unless overridden), the baseline is fitted on
-its train part and scored on its test part, as ``gnnperf-train`` does beside the GNN. The GNN's numbers stay those of
+its train part and scored on its test part (overall and per source), as ``gnnperf-train`` does beside the GNN. The GNN's numbers stay those of
 the committed runs of the same split.
 
     .venv/bin/python experiments/baseline_folds.py --experiment cpu_holdout_family --folds 0 1 2 3 4 \
@@ -43,9 +43,17 @@ def main() -> None:
         dm.setup()
         train, test = baseline_data(dm, "train"), baseline_data(dm, "test")
         folds[fold] = {}
+        source = dm.dataset.samples.set_index("sample_id")["source"].reindex(test.sample_id).to_numpy()
         for name in args.baselines:
             pred = get_baseline(name)().fit(train).predict(test)
             folds[fold][name] = {**regression_metrics(pred, test.y_ms), "n": len(test)}
+            folds[fold][f"{name}/per_source"] = {
+                str(s): {
+                    **regression_metrics(pred[source == s], test.y_ms[source == s]),
+                    "n": int((source == s).sum()),
+                }
+                for s in sorted(set(source))
+            }
             print(
                 f"fold {fold}: {name} MAPE {folds[fold][name]['mape']:.1f} on {len(test)} samples", flush=True
             )
