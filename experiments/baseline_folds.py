@@ -2,8 +2,8 @@
 
 For a baseline added after an experiment's GNN runs: each fold's split is composed from the same Hydra config
 (``experiment=NAME split.fold=K`` and any further overrides, seed 0 unless overridden), the baseline is fitted on
-its train part and scored on its test part (overall and per source), as ``gnnperf-train`` does beside the GNN. The GNN's numbers stay those of
-the committed runs of the same split.
+its train part and scored on its test part (overall and per source), as ``gnnperf-train`` does beside the GNN.
+The GNN's numbers stay those of the committed runs of the same split.
 
     .venv/bin/python experiments/baseline_folds.py --experiment cpu_holdout_family --folds 0 1 2 3 4 \
         --baselines opcost --out experiments/cpu_holdout_family/results_v2_opcost.json

@@ -4,7 +4,8 @@ Each ``--fold`` names the job folders of one fold (same split and test part, dif
 another validation draw), comma-separated; the first job's baselines are the comparison. Per fold it scores: the
 members alone (and their mean), ``gnn-ens`` (geometric mean of the members' predictions), and ``gnn-ens+gbm``
 (geometric mean of the ensemble and the gradient-boosted baseline, weights fixed at 1/2 beforehand, not tuned on
-any part of the data; ``--blend-with NAME`` blends another baseline of the jobs instead). Then the mean over folds. Test metrics only; every job must have scored the same samples.
+any part of the data; ``--blend-with NAME`` blends another baseline of the jobs instead). Then the mean over
+folds. Test metrics only; every job must have scored the same samples.
 
 ``--calibrate-with MODEL`` also scores every predictor after one measurement on the test device: each prediction
 is divided by the predictor's own predicted/measured ratio on MODEL's test rows of the same device and precision
