@@ -24,7 +24,7 @@ from gnnperf.errors import GnnperfError
 # Op classes by ONNX op type (the ``op=<type>`` columns of the per-op features); every other type is "other".
 # These differ from the aggregate features' classes (gnnperf.data.aggregate.op_class) in two ways: element-wise
 # ops are pooled with "other" here, and Cast, ScatterND and Identity count as "other", not "movement". Every
-# committed opcost number (experiments/*/results*opcost*.json) was computed with these classes; moving to op_class
+# committed opcost number (its rows in experiments/*/results*.json) was computed with these classes; moving to op_class
 # would change them, so it waits for a rerun of those studies.
 OP_CLASSES: dict[str, tuple[str, ...]] = {
     "conv": ("Conv", "ConvTranspose"),
