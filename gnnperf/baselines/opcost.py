@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gnnperf.baselines.registry import Baseline, BaselineData, check_training_data, register_baseline
-from gnnperf.baselines.roofline import OP_BYTES_COLUMNS, OP_FLOPS_COLUMN, has_op_costs
+from gnnperf.baselines.roofline import check_specs, has_op_costs, op_roofline_ms
 from gnnperf.errors import GnnperfError
 
 # Op classes by ONNX op type (the ``op=<type>`` columns of the per-op features); every other type is "other".
@@ -41,15 +41,8 @@ def features(data: BaselineData) -> np.ndarray:
     """[n, 3 * len(CLASSES) + 1]: per class (compute ms, memory ms, op count), then a column of ones."""
     if not has_op_costs(data):
         raise GnnperfError("baseline 'opcost': needs per-op FLOPs and bytes (op_seq)")
-    peak, bandwidth = data.peak_flops, data.bandwidth
-    missing = ~(np.isfinite(peak) & (peak > 0) & np.isfinite(bandwidth) & (bandwidth > 0))
-    if missing.any():
-        raise GnnperfError(
-            f"baseline 'opcost': no peak FLOP/s or bandwidth for {sorted(set(data.hardware[missing]))}"
-        )
+    check_specs(data, "opcost")
     columns = list(data.op_columns or ())
-    i_flops = columns.index(OP_FLOPS_COLUMN)
-    i_bytes = [columns.index(c) for c in OP_BYTES_COLUMNS]
     class_columns = {
         k: [columns.index(f"op={t}") for t in types if f"op={t}" in columns]
         for k, types in OP_CLASSES.items()
@@ -57,10 +50,8 @@ def features(data: BaselineData) -> np.ndarray:
     work = data.work_multiplier
     out = np.zeros((len(data), 3 * len(CLASSES) + 1))
     out[:, -1] = 1.0
-    for i, seq in enumerate(data.op_seq):
-        seq = seq.astype(np.float64)
-        compute = 1e3 * work[i] * np.expm1(seq[:, i_flops]) / peak[i]
-        memory = 1e3 * work[i] * np.expm1(seq[:, i_bytes]).sum(axis=1) / bandwidth[i]
+    for i, (seq, (compute, memory)) in enumerate(zip(data.op_seq, op_roofline_ms(data))):
+        compute, memory = work[i] * compute, work[i] * memory
         rest = np.ones(len(seq), dtype=bool)
         for j, cls in enumerate(CLASSES):
             mask = rest.copy() if cls == "other" else seq[:, class_columns[cls]].sum(axis=1) > 0.5

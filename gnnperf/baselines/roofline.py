@@ -11,6 +11,7 @@ carries the prediction; a device needs only its peak FLOP/s and bandwidth, seen 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -28,26 +29,37 @@ def has_op_costs(data: BaselineData) -> bool:
     return data.op_seq is not None and all(c in columns for c in (OP_FLOPS_COLUMN, *OP_BYTES_COLUMNS))
 
 
-def roofline_ms(data: BaselineData, per_op: bool) -> np.ndarray:
-    """[n] forward roofline time in ms (per-op sum or whole-graph, see the module docstring)."""
+def check_specs(data: BaselineData, baseline: str) -> None:
+    """Raise if a sample's device has no peak FLOP/s or no bandwidth (the roofline needs both)."""
     peak, bandwidth = data.peak_flops, data.bandwidth
     missing = ~(np.isfinite(peak) & (peak > 0) & np.isfinite(bandwidth) & (bandwidth > 0))
     if missing.any():
         raise GnnperfError(
-            f"baseline 'roofline': no peak FLOP/s or bandwidth for {sorted(set(data.hardware[missing]))}"
+            f"baseline '{baseline}': no peak FLOP/s or bandwidth for {sorted(set(data.hardware[missing]))}"
         )
-    if not per_op:
-        return 1e3 * np.maximum(data.flops / peak, data.bytes / bandwidth)
-    if not has_op_costs(data):
-        raise GnnperfError("baseline 'roofline': fitted per op but the data has no per-op FLOPs and bytes")
+
+
+def op_roofline_ms(data: BaselineData) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per sample, each forward op's (compute ms, memory ms) on the sample's device: FLOPs / peak, bytes / bandwidth.
+
+    The caller checks :func:`has_op_costs` and :func:`check_specs` first.
+    """
     i_flops = data.op_column(OP_FLOPS_COLUMN)
     i_bytes = [data.op_column(c) for c in OP_BYTES_COLUMNS]
-    out = np.empty(len(data))
     for i, seq in enumerate(data.op_seq):
         op_flops = np.expm1(seq[:, i_flops].astype(np.float64))
         op_bytes = np.expm1(seq[:, i_bytes].astype(np.float64)).sum(axis=1)
-        out[i] = 1e3 * np.maximum(op_flops / peak[i], op_bytes / bandwidth[i]).sum()
-    return out
+        yield 1e3 * op_flops / data.peak_flops[i], 1e3 * op_bytes / data.bandwidth[i]
+
+
+def roofline_ms(data: BaselineData, per_op: bool) -> np.ndarray:
+    """[n] forward roofline time in ms (per-op sum or whole-graph, see the module docstring)."""
+    check_specs(data, "roofline")
+    if not per_op:
+        return 1e3 * np.maximum(data.flops / data.peak_flops, data.bytes / data.bandwidth)
+    if not has_op_costs(data):
+        raise GnnperfError("baseline 'roofline': fitted per op but the data has no per-op FLOPs and bytes")
+    return np.array([np.maximum(compute, memory).sum() for compute, memory in op_roofline_ms(data)])
 
 
 @register_baseline("roofline")
