@@ -84,6 +84,9 @@ def main(cfg: DictConfig) -> None:
     except GnnperfError as e:
         print(f"gnnperf-generate: error: {e}", file=sys.stderr)
         sys.exit(2)
+    except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: run_plan has flushed what it measured
+        print(f"gnnperf-generate: interrupted; samples measured so far are in {cfg.out_dir}", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

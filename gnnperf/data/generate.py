@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import zlib
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,12 +35,14 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
 
     Each zoo family draws ``samples_per_family`` configurations from its sampler (seeded by the zoo seed and the
     family name); each configuration is measured at every batch size, with an optimizer and precision drawn
-    from the workload's lists. Named models in ``zoo.models`` are measured the same way.
+    from the workload's lists. Named models in ``zoo.models`` are measured the same way; an entry may also be
+    ``{ref: timm:resnet50, batch_sizes: [256]}`` to measure that model at its own batch sizes (as a public
+    benchmark table chose them per model) instead of the workload's.
     """
     from gnnperf.zoo.registry import get_family
     from gnnperf.zoo.resolve import resolve
 
-    refs: list[str] = []
+    refs: list[tuple[str, list[int] | None]] = []
     for name in zoo.get("families") or []:
         family = get_family(name)
         rng = np.random.default_rng([int(zoo.get("seed", 0)), zlib.crc32(name.encode())])
@@ -52,16 +54,16 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
             ref = resolve(f"zoo:{name}?{query}").ref
             if ref not in seen:
                 seen.add(ref)
-                refs.append(ref)
+                refs.append((ref, None))
             if len(seen) == int(zoo.get("samples_per_family", 1)):
                 break
-    refs += list(zoo.get("models") or [])
+    refs += [_named_model(entry) for entry in zoo.get("models") or []]
 
     rng = np.random.default_rng(int(zoo.get("seed", 0)))
-    for ref in refs:
+    for ref, batch_sizes in refs:
         spec = resolve(ref)
         shape = spec.input_shape(None)
-        for batch in workload["batch_sizes"]:
+        for batch in batch_sizes or workload["batch_sizes"]:
             mode = workload.get("mode", "train")
             optimizer = (
                 str(rng.choice(list(workload.get("optimizers") or ["sgd"]))) if mode == "train" else "none"
@@ -79,6 +81,22 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
                     memory_format=workload.get("memory_format", "contiguous"),
                 ),
             )
+
+
+def _named_model(entry: Any) -> tuple[str, list[int] | None]:
+    """A ``zoo.models`` entry: ``"timm:resnet50"`` or ``{ref: ..., batch_sizes: [...]}``."""
+    if isinstance(entry, str):
+        return entry, None
+    if isinstance(entry, Mapping) and isinstance(entry.get("ref"), str):
+        unknown = sorted(set(entry) - {"ref", "batch_sizes"})
+        batches = entry.get("batch_sizes")
+        if not unknown and (
+            batches is None or (isinstance(batches, Sequence) and not isinstance(batches, str) and batches)
+        ):
+            return entry["ref"], [int(b) for b in batches] if batches else None
+    raise GnnperfError(
+        f"bad zoo.models entry {entry!r}: expected a model reference or {{ref: ..., batch_sizes: [...]}}"
+    )
 
 
 def _fmt(v: Any) -> str:

@@ -46,6 +46,33 @@ def test_plan_is_seeded_and_stable():
     assert len({p.family for p in a}) == len(c.zoo.families)
 
 
+def test_named_models_can_carry_their_own_batch_sizes():
+    c = cfg("zoo=timm_rtx3090_train", "workload=timm_train")
+    plan = list(plan_samples(c.zoo, c.workload))
+    assert len(plan) == len(c.zoo.models) == 58  # one batch size each, the RTX 3090 table's
+    first = plan[0]
+    assert (first.model_ref, first.workload.batch_size) == ("timm:levit_192", 512)
+    assert {(p.workload.precision, p.workload.optimizer, p.workload.timed) for p in plan} == {
+        ("amp_fp16", "sgd", "fwd+bwd+opt")
+    }
+    mixed = {"models": ["timm:resnet18", {"ref": "timm:resnet18", "batch_sizes": [3, 5]}]}
+    batches = [p.workload.batch_size for p in plan_samples(mixed, {"batch_sizes": [7]})]
+    assert batches == [7, 3, 5]
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"ref": "timm:resnet18", "batch": [3]},
+        {"batch_sizes": [3]},
+        {"ref": "timm:resnet18", "batch_sizes": []},
+    ],
+)
+def test_bad_named_model_entry_is_a_user_error(entry):
+    with pytest.raises(GnnperfError, match="bad zoo.models entry"):
+        list(plan_samples({"models": [entry]}, {"batch_sizes": [2]}))
+
+
 def test_generate_then_rerun_skips_everything(tmp_path):
     out = tmp_path / "store"
     first = generate(cfg(*FAST, f"out_dir={out}"))
