@@ -1,0 +1,45 @@
+"""The committed measurement stores (`datasets/`): every row reads back valid, and every device has its record."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gnnperf.data.processing import device_specs
+from gnnperf.data.schema import make_sample
+from gnnperf.data.store import SampleStore
+
+DATASETS = Path(__file__).resolve().parents[2] / "datasets"
+
+
+@pytest.mark.parametrize("name", ["cpu", "h200"])
+def test_committed_store_is_valid_and_described(name):
+    store = DATASETS / name
+    df = SampleStore(store).read(dedup=False)
+    assert len(df) and df.sample_id.is_unique  # no sample measured twice
+    assert set(df.status) == {"ok"} and (df.iteration_time_ms > 0).all()
+    for row in df.head(50).to_dict("records"):  # the schema's own validation
+        make_sample(**row)
+    names = sorted(set(df.hardware))
+    specs = device_specs([store], names)
+    assert sorted(specs) == names
+    assert all(
+        (store / "hardware" / f"{n}.json").exists() for n in names
+    )  # the probe's record, not the table
+    assert f"## `{name}/`" in (DATASETS / "README.md").read_text()  # the data card has its section
+
+
+def test_h200_timm_rows_match_their_zoo_config():
+    from hydra import compose, initialize_config_dir
+
+    from gnnperf.apps import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        zoo = compose(config_name="generate", overrides=["zoo=timm_rtx3090_train"]).zoo
+    batch_of = {m.ref: list(m.batch_sizes) for m in zoo.models}
+    df = SampleStore(DATASETS / "h200").read()
+    timm = df[df.model_ref.str.startswith("timm:")]
+    assert len(timm) == 27
+    assert all(b in batch_of[r] for r, b in zip(timm.model_ref, timm.batch_size, strict=True))
+    assert set(timm.precision) == {"amp_fp16"} and set(timm.timed) == {"fwd+bwd+opt"}
