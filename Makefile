@@ -17,8 +17,8 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check gnnperf tests
-	$(BIN)/ruff format --check gnnperf tests
+	$(BIN)/ruff check gnnperf tests experiments
+	$(BIN)/ruff format --check gnnperf tests experiments
 
 # pytest exits 5 when it collected no tests: that is a failure, never a silent pass.
 test: $(STAMP) lint
