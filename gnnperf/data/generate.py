@@ -8,6 +8,7 @@ any reason, so a killed run loses at most one unflushed shard of measurements an
 from __future__ import annotations
 
 import logging
+import time
 import zlib
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -166,7 +167,20 @@ def run_plan(
         with Progress(*columns, disable=not progress, transient=False) as bar:
             task = bar.add_task(f"measuring on {hardware}", total=len(todo), rate="")
             for i, p in enumerate(todo, 1):
+                started = time.perf_counter()
                 result = run_measurement(p.model_ref, p.workload, settings, timeout_s)
+                # wall time per sample (build, warm-up with autotuning, timing): where a device lease goes
+                log.info(
+                    "%d/%d %s batch %d %s: %s %s ms, %.1f s",
+                    i,
+                    len(todo),
+                    p.model_ref.split("?")[0],
+                    p.workload.batch_size,
+                    p.workload.precision,
+                    result["status"],
+                    "-" if result["iteration_time_ms"] is None else f"{result['iteration_time_ms']:.2f}",
+                    time.perf_counter() - started,
+                )
                 buffer.append(
                     sample_from_measurement(p.model_ref, p.family, p.workload, hardware, software, result)
                 )
