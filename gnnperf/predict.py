@@ -217,8 +217,9 @@ class Predictor:
                 "checkpoint": str(self.path),
                 "unseen_op_types": self._unseen_op_types(graph),
             }
-            if share[i] > 0:  # blended with the FLOPs-proportional baseline (gnnperf/predictor/fallback.py)
+            if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
+                row["fallback_baseline"] = self.fallback.name
                 row["gnn_iteration_time_ms"] = float(gnn_ms[i])
             factor = self.calibration.get(_calibration_key(row)) if calibrated else None
             if factor is not None:

@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if row["unseen_op_types"]:
         how = (
-            f"{row['unseen_op_share']:.0%} of its roofline time; blended with a FLOPs-proportional estimate, "
+            f"{row['unseen_op_share']:.0%} of its roofline time; blended with the {row['fallback_baseline']} baseline, "
             f"the network alone says {row['gnn_iteration_time_ms']:.2f} ms"
             if "unseen_op_share" in row
             else "no fallback in this checkpoint: the network extrapolates"

@@ -1,12 +1,12 @@
-"""Op types the GNN never saw in training fall back to the FLOPs-proportional baseline.
+"""Op types the GNN never saw in training fall back to a baseline (the FLOPs-proportional one by default).
 
 A GNN costs an op of an unseen type from its numbers alone, and on the committed CPU data that extrapolation
 fails badly where a whole family rests on such an op: the held-out LSTMs of ``experiments/cpu_holdout_family``
 are overpredicted 2.4-3.5x (the GRUs of the training families share their shapes but not their speed), where a
-FLOPs ratio is off by about half. So each prediction is blended in log space with the FLOPs-proportional
-baseline fitted on the same train part::
+FLOPs ratio is off by about half. So each prediction is blended in log space with a baseline fitted on the same
+train part (``flops``, or any registered baseline that needs no network, e.g. ``opcost``)::
 
-    log ms = (1 - w) * log gnn_ms + w * log flops_ms
+    log ms = (1 - w) * log gnn_ms + w * log baseline_ms
 
 where ``w`` is the share of the graph's roofline time (per op ``max(FLOPs / peak, bytes / bandwidth)`` on the
 sample's device) spent in ops of types absent from the train split. A graph made only of seen op types keeps
@@ -22,29 +22,39 @@ from typing import Any
 
 import numpy as np
 
-from gnnperf.baselines.flops import FlopsBaseline
-from gnnperf.baselines.registry import BaselineData
+from gnnperf.baselines.registry import Baseline, BaselineData, get_baseline
 from gnnperf.errors import GnnperfError
 
 
 class UnseenOpFallback:
-    """The blend above: which op types training saw, and the FLOPs baseline fitted on the train part.
+    """The blend above: which op types training saw, and the baseline fitted on the train part.
 
     Args:
         seen_ops: [num_ops] bool, op types (in the checkpoint's vocabulary order) present in the train split;
             the network's own record of it is ``PerfGNN.seen_ops``.
-        baseline: a fitted :class:`FlopsBaseline`.
+        baseline: a fitted registered baseline (``flops`` unless the config names another).
     """
 
-    name = "flops"
-
-    def __init__(self, seen_ops: np.ndarray, baseline: FlopsBaseline) -> None:
+    def __init__(self, seen_ops: np.ndarray, baseline: Baseline) -> None:
         self.seen_ops = np.asarray(seen_ops, dtype=bool)
         self.baseline = baseline
 
+    @property
+    def name(self) -> str:
+        """The baseline's registered name (``unseen_op_fallback`` in the training config)."""
+        return self.baseline.name
+
     @classmethod
-    def fit(cls, seen_ops: np.ndarray, train: BaselineData) -> UnseenOpFallback:
-        return cls(seen_ops, FlopsBaseline().fit(train))
+    def fit(cls, seen_ops: np.ndarray, train: BaselineData, baseline: str = "flops") -> UnseenOpFallback:
+        """Fit the named baseline on ``train``; an unknown name raises :class:`GnnperfError`, and so does a
+        baseline whose state is not plain data (the checkpoint is loaded with ``weights_only=True``)."""
+        fitted = get_baseline(baseline)().fit(train)
+        if not _plain(fitted.state_dict()):
+            raise GnnperfError(
+                f"unseen_op_fallback: baseline '{baseline}' keeps more than plain numbers and lists; "
+                "use flops or opcost"
+            )
+        return cls(seen_ops, fitted)
 
     def unseen_share(self, data: BaselineData) -> np.ndarray:
         """[n] share of each sample's roofline time in op types unseen in training (0 where all were seen)."""
@@ -90,6 +100,16 @@ class UnseenOpFallback:
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> UnseenOpFallback:
-        if state.get("name") != cls.name:
-            raise GnnperfError(f"unknown unseen-op fallback {state.get('name')!r} in checkpoint")
-        return cls(np.array(state["seen_ops"], dtype=bool), FlopsBaseline.from_state(state["baseline"]))
+        try:
+            baseline = get_baseline(str(state.get("name")))
+        except GnnperfError:
+            raise GnnperfError(f"unknown unseen-op fallback {state.get('name')!r} in checkpoint") from None
+        return cls(np.array(state["seen_ops"], dtype=bool), baseline.from_state(state["baseline"]))
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, Mapping):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return all(_plain(v) for v in value)
+    return value is None or isinstance(value, (str, int, float, bool))

@@ -88,3 +88,29 @@ def test_state_round_trip_keeps_plain_types(fallback):
     again = UnseenOpFallback.from_state(state)
     data = make([[node("A", 4e9, 1e6, 1e6), node("B", 1e6, 5e7, 5e7)]], ["dev-a"])
     assert again.apply(np.array([30.0]), data)[0] == pytest.approx(fallback.apply(np.array([30.0]), data)[0])
+
+
+@pytest.mark.parametrize("name", ["flops", "opcost"])
+def test_any_plain_baseline_can_be_the_fallback_and_round_trips(name):
+    rng = np.random.default_rng(1)
+    graphs = [[node("A", f, 1e6, 1e6)] for f in rng.uniform(1e9, 1e10, 12)]
+    train = make(graphs, ["dev-a"] * 12)
+    train.y_ms = 3 * train.flops / 1e9 + 0.5
+    fb = UnseenOpFallback.fit(SEEN, train, baseline=name)
+    assert fb.name == name and fb.state_dict()["name"] == name
+    data = make([[node("A", 4e9, 1e6, 1e6), node("B", 2e9, 5e7, 5e7)]], ["dev-a"])
+    out, w = fb.apply(np.array([30.0]), data)
+    assert 0 < w[0] < 1 and out[0] != pytest.approx(30.0)
+    again = UnseenOpFallback.from_state(fb.state_dict())
+    assert again.apply(np.array([30.0]), data)[0] == pytest.approx(out[0])
+
+
+def test_unknown_or_unsavable_fallback_is_a_user_error():
+    from gnnperf.errors import GnnperfError
+
+    train = make([[node("A", 1e9, 1e6, 1e6)]] * 4, ["dev-a"] * 4)
+    train.y_ms = np.full(4, 3.0)
+    with pytest.raises(GnnperfError, match="unknown baseline 'flop'"):
+        UnseenOpFallback.fit(SEEN, train, baseline="flop")
+    with pytest.raises(GnnperfError, match="unknown unseen-op fallback"):
+        UnseenOpFallback.from_state({"name": "nosuch", "seen_ops": [True], "baseline": {}})
