@@ -27,8 +27,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.eval.compare import baseline_data, compare
     from gnnperf.eval.tables import print_table
     from gnnperf.predict import save_predictor
-    from gnnperf.predictor.fallback import UnseenOpFallback
+    from gnnperf.predictor.fallback import UnseenOpFallback, check_fallback_name
 
+    if cfg.get("unseen_op_fallback"):
+        check_fallback_name(str(cfg.unseen_op_fallback))  # a bad name fails now, not after training
     pl.seed_everything(int(cfg.seed), workers=True)
     torch.set_num_threads(int(cfg.get("threads", 1) or 1))
     dm = instantiate(cfg.data)

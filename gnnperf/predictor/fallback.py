@@ -23,7 +23,19 @@ from typing import Any
 import numpy as np
 
 from gnnperf.baselines.registry import Baseline, BaselineData, get_baseline
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, suggest
+
+# baselines whose state is plain numbers and lists, as a checkpoint loaded with weights_only=True needs
+FALLBACK_BASELINES = ("flops", "opcost", "roofline")
+
+
+def check_fallback_name(name: str) -> None:
+    """Raise :class:`GnnperfError` unless ``name`` can be the fallback's baseline (checked before training)."""
+    if name not in FALLBACK_BASELINES:
+        raise GnnperfError(
+            f"unseen_op_fallback: '{name}' cannot be the fallback{suggest(name, FALLBACK_BASELINES)}; "
+            f"use one of {', '.join(FALLBACK_BASELINES)} or null"
+        )
 
 
 class UnseenOpFallback:
@@ -46,15 +58,9 @@ class UnseenOpFallback:
 
     @classmethod
     def fit(cls, seen_ops: np.ndarray, train: BaselineData, baseline: str = "flops") -> UnseenOpFallback:
-        """Fit the named baseline on ``train``; an unknown name raises :class:`GnnperfError`, and so does a
-        baseline whose state is not plain data (the checkpoint is loaded with ``weights_only=True``)."""
-        fitted = get_baseline(baseline)().fit(train)
-        if not _plain(fitted.state_dict()):
-            raise GnnperfError(
-                f"unseen_op_fallback: baseline '{baseline}' keeps more than plain numbers and lists; "
-                "use flops or opcost"
-            )
-        return cls(seen_ops, fitted)
+        """Fit the named baseline (one of :data:`FALLBACK_BASELINES`) on ``train``."""
+        check_fallback_name(baseline)
+        return cls(seen_ops, get_baseline(baseline)().fit(train))
 
     def unseen_share(self, data: BaselineData) -> np.ndarray:
         """[n] share of each sample's roofline time in op types unseen in training (0 where all were seen)."""
@@ -105,11 +111,3 @@ class UnseenOpFallback:
         except GnnperfError:
             raise GnnperfError(f"unknown unseen-op fallback {state.get('name')!r} in checkpoint") from None
         return cls(np.array(state["seen_ops"], dtype=bool), baseline.from_state(state["baseline"]))
-
-
-def _plain(value: Any) -> bool:
-    if isinstance(value, Mapping):
-        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
-    if isinstance(value, (list, tuple)):
-        return all(_plain(v) for v in value)
-    return value is None or isinstance(value, (str, int, float, bool))

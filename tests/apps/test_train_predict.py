@@ -268,3 +268,12 @@ def test_empty_split_is_a_user_error(store, tmp_path):
     )
     with pytest.raises(GnnperfError):
         train(c)
+
+
+def test_bad_fallback_name_fails_before_training(store, tmp_path):
+    c = _resolve_hydra_paths(
+        cfg("train", store, tmp_path, "experiment=quick", "unseen_op_fallback=gbm"), tmp_path / "o"
+    )
+    with pytest.raises(GnnperfError, match="cannot be the fallback"):
+        train(c)
+    assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.ckpt"))
