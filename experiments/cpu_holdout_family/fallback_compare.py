@@ -35,10 +35,9 @@ def main() -> None:
     args = parser.parse_args()
     jobs = {}
     for job in args.jobs:
-        wide = pd.read_csv(job / "predictions.csv").pivot(
-            index="sample_id", columns="predictor", values="pred_ms"
-        )
-        true = pd.read_csv(job / "predictions.csv").groupby("sample_id").true_ms.first().reindex(wide.index)
+        long = pd.read_csv(job / "predictions.csv")
+        wide = long.pivot(index="sample_id", columns="predictor", values="pred_ms")
+        true = long.groupby("sample_id").true_ms.first().reindex(wide.index)
         net = wide["gnn_no_fallback"] if "gnn_no_fallback" in wide else wide["gnn"]
         log_net, log_opc = np.log(net), np.log(wide["opcost"])
         with np.errstate(divide="ignore", invalid="ignore"):

@@ -70,7 +70,7 @@ def main() -> None:
 
     long = pd.read_csv(args.predictions)
     h200 = SampleStore(args.h200_store).read().set_index("sample_id")
-    long = long.join(h200[["batch_size", "optimizer"]], on="sample_id")
+    long = long.join(h200[["batch_size"]], on="sample_id")
     long["part"] = np.where(long.model_ref.str.startswith("timm:"), "timm_benchmark_step", "zoo")
 
     if args.all_samples:
