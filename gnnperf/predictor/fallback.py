@@ -4,7 +4,7 @@ A GNN costs an op of an unseen type from its numbers alone, and on the committed
 fails badly where a whole family rests on such an op: the held-out LSTMs of ``experiments/cpu_holdout_family``
 are overpredicted 2.4-3.5x (the GRUs of the training families share their shapes but not their speed), where a
 FLOPs ratio is off by about half. So each prediction is blended in log space with a baseline fitted on the same
-train part (``flops``, or any registered baseline that needs no network, e.g. ``opcost``)::
+train part (``flops``, ``opcost`` or ``roofline``: :data:`FALLBACK_BASELINES`)::
 
     log ms = (1 - w) * log gnn_ms + w * log baseline_ms
 
@@ -106,8 +106,7 @@ class UnseenOpFallback:
 
     @classmethod
     def from_state(cls, state: Mapping[str, Any]) -> UnseenOpFallback:
-        try:
-            baseline = get_baseline(str(state.get("name")))
-        except GnnperfError:
-            raise GnnperfError(f"unknown unseen-op fallback {state.get('name')!r} in checkpoint") from None
-        return cls(np.array(state["seen_ops"], dtype=bool), baseline.from_state(state["baseline"]))
+        if state.get("name") not in FALLBACK_BASELINES:
+            raise GnnperfError(f"unknown unseen-op fallback {state.get('name')!r} in checkpoint")
+        baseline = get_baseline(state["name"]).from_state(state["baseline"])
+        return cls(np.array(state["seen_ops"], dtype=bool), baseline)
