@@ -39,16 +39,24 @@ def check_specs(data: BaselineData, baseline: str) -> None:
         )
 
 
+def op_flops_bytes(data: BaselineData) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Per sample, each forward op's (FLOPs, bytes read + written), undone from the log features.
+
+    The caller checks :func:`has_op_costs` first.
+    """
+    i_flops = data.op_column(OP_FLOPS_COLUMN)
+    i_bytes = [data.op_column(c) for c in OP_BYTES_COLUMNS]
+    for seq in data.op_seq:
+        seq = np.asarray(seq, dtype=np.float64)
+        yield np.expm1(seq[:, i_flops]), np.expm1(seq[:, i_bytes]).sum(axis=1)
+
+
 def op_roofline_ms(data: BaselineData) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Per sample, each forward op's (compute ms, memory ms) on the sample's device: FLOPs / peak, bytes / bandwidth.
 
     The caller checks :func:`has_op_costs` and :func:`check_specs` first.
     """
-    i_flops = data.op_column(OP_FLOPS_COLUMN)
-    i_bytes = [data.op_column(c) for c in OP_BYTES_COLUMNS]
-    for i, seq in enumerate(data.op_seq):
-        op_flops = np.expm1(seq[:, i_flops].astype(np.float64))
-        op_bytes = np.expm1(seq[:, i_bytes].astype(np.float64)).sum(axis=1)
+    for i, (op_flops, op_bytes) in enumerate(op_flops_bytes(data)):
         yield 1e3 * op_flops / data.peak_flops[i], 1e3 * op_bytes / data.bandwidth[i]
 
 

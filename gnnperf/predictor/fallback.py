@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from gnnperf.baselines.registry import Baseline, BaselineData, get_baseline
+from gnnperf.baselines.roofline import op_flops_bytes
 from gnnperf.errors import GnnperfError, suggest
 
 # baselines whose state is plain numbers and lists, as a checkpoint loaded with weights_only=True needs
@@ -64,24 +65,20 @@ class UnseenOpFallback:
 
     def unseen_share(self, data: BaselineData) -> np.ndarray:
         """[n] share of each sample's roofline time in op types unseen in training (0 where all were seen)."""
-        cols = list(data.op_columns)
         n_ops = len(self.seen_ops)
-        i_flops = cols.index("log_flops")
-        i_bytes = [cols.index("log_bytes_read"), cols.index("log_bytes_written")]
         out = np.zeros(len(data))
         if self.seen_ops.all():
             return out
-        for k, seq in enumerate(data.op_seq):
-            seq = np.asarray(seq, dtype=np.float64)
-            unseen = seq[:, :n_ops][:, ~self.seen_ops].sum(axis=1) > 0  # op one-hots lead the node columns
+        for k, (seq, (flops, moved)) in enumerate(zip(data.op_seq, op_flops_bytes(data), strict=True)):
+            # the op-type one-hots lead the node columns
+            unseen = np.asarray(seq)[:, :n_ops][:, ~self.seen_ops].sum(axis=1) > 0
             if not unseen.any():
                 continue
-            flops = np.expm1(seq[:, i_flops])
-            moved = np.expm1(seq[:, i_bytes]).sum(axis=1)
             peak, bandwidth = data.peak_flops[k], data.bandwidth[k]
+            # not op_roofline_ms: a device without rates (no peak or bandwidth) is weighted by FLOPs alone
             if np.isfinite(peak) and peak > 0 and np.isfinite(bandwidth) and bandwidth > 0:
                 cost = np.maximum(flops / peak, moved / bandwidth)
-            else:  # a spec without rates: FLOPs alone
+            else:
                 cost = flops
             total = cost.sum()
             out[k] = cost[unseen].sum() / total if total > 0 else float(unseen.mean())
