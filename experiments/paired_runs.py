@@ -1,0 +1,103 @@
+"""Two gnnperf-train runs of the same splits side by side: a new GNN against an earlier run with its baselines.
+
+For a GNN retrained without baselines (``'baselines=[]'``, e.g. with another schedule) on the splits of a committed
+run: per fold, the new GNN, the earlier GNN and the earlier run's baselines (fitted on the same train part, so the
+same numbers), the new GNN blended with ``--blend-with`` (geometric mean, weights 1/2 fixed beforehand, as in
+``ensemble.py``), and the GNNs split by a sample column (``--column``, e.g. memory_format). Then the mean over folds.
+Both runs must have scored the same test samples.
+
+    .venv/bin/python experiments/paired_runs.py --pair multirun/timm_family_e30/0,multirun/timm_family_opcost/0 \\
+        --pair ... --store .cache/stores/timm --column memory_format --out experiments/.../results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gnnperf.data.store import SampleStore
+from gnnperf.eval.metrics import regression_metrics
+
+
+def _wide(job: Path) -> pd.DataFrame:
+    path = job / "predictions.csv"
+    if not path.is_file():
+        raise SystemExit(f"error: {path} does not exist (a gnnperf-train job folder holds it)")
+    preds = pd.read_csv(path, dtype={"sample_id": str})
+    return preds.pivot_table(
+        index=["sample_id", "true_ms"], columns="predictor", values="pred_ms"
+    ).reset_index()
+
+
+def fold_table(new: Path, old: Path, blend_with: str, column: pd.Series | None) -> dict[str, dict]:
+    """Metrics of one fold: ``gnn (new)``, ``gnn (earlier)``, the earlier baselines, the blend, per column value."""
+    a, b = _wide(new), _wide(old)
+    if set(a["sample_id"]) != set(b["sample_id"]):
+        raise SystemExit(f"error: {new} and {old} scored different test samples")
+    joined = a[["sample_id", "true_ms", "gnn"]].merge(
+        b.drop(columns="true_ms"), on="sample_id", suffixes=("", "_old")
+    )
+    true = joined["true_ms"].to_numpy()
+    baselines = [c for c in b.columns if c not in ("sample_id", "true_ms", "gnn", "gnn_no_fallback")]
+    series = {
+        "gnn (new)": joined["gnn"],
+        "gnn (earlier)": joined["gnn_old"],
+        **{n: joined[n] for n in baselines},
+    }
+    if blend_with in joined:
+        series[f"gnn (new)+{blend_with}"] = np.sqrt(joined["gnn"] * joined[blend_with])
+    table = {name: regression_metrics(s.to_numpy(), true) for name, s in series.items()}
+    if column is not None:
+        values = column.reindex(joined["sample_id"]).to_numpy()
+        for value in sorted(set(values)):
+            keep = values == value
+            for name in ("gnn (new)", "gnn (earlier)"):
+                table[f"{name} {column.name}={value}"] = regression_metrics(
+                    series[name].to_numpy()[keep], true[keep]
+                )
+    return table
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument(
+        "--pair", action="append", required=True, metavar="NEW,EARLIER", help="one fold's two jobs"
+    )
+    p.add_argument(
+        "--blend-with", default="gbm", metavar="NAME", help="earlier baseline blended with the new GNN"
+    )
+    p.add_argument("--store", type=Path, action="append", default=[], help="sample store for --column")
+    p.add_argument("--column", help="sample column to split the GNNs by, e.g. memory_format")
+    p.add_argument("--out", type=Path)
+    args = p.parse_args()
+    column = None
+    if args.column:
+        if not args.store:
+            raise SystemExit("error: --column needs --store")
+        samples = pd.concat(SampleStore(s, readonly=True).read(status="ok") for s in args.store)
+        column = samples.drop_duplicates("sample_id").set_index("sample_id")[args.column]
+    folds = {}
+    for pair in args.pair:
+        new, old = (Path(x) for x in pair.split(","))
+        folds[str(new)] = fold_table(new, old, args.blend_with, column) | {"earlier_job": str(old)}
+    names = [k for k in next(iter(folds.values())) if k != "earlier_job"]
+    mean = {
+        name: {
+            m: float(np.mean([f[name][m] for f in folds.values()]))
+            for m in ("mape", "median_ape", "within_10")
+        }
+        for name in names
+    }
+    table = pd.DataFrame({job: {n: f[n]["mape"] for n in names} for job, f in folds.items()}).T
+    table.loc["mean"] = {n: mean[n]["mape"] for n in names}
+    print(table.round(1).T.to_string())
+    if args.out:
+        args.out.write_text(json.dumps({"folds": folds, "mean_over_folds": mean}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
