@@ -16,6 +16,8 @@ from pathlib import Path
 import pandas as pd
 
 from gnnperf.data.store import SampleStore
+from gnnperf.errors import run_script
+from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import grouped_metrics
 
 
@@ -30,7 +32,7 @@ def main() -> None:
     samples = samples[["sample_id", args.column]].drop_duplicates("sample_id")
     tables = []
     for job in args.jobs:
-        preds = pd.read_csv(job / "predictions.csv", dtype={"sample_id": str})
+        preds = read_predictions(job)
         joined = preds.merge(samples, on="sample_id", how="left")
         if joined[args.column].isna().any():
             missing = int(joined[args.column].isna().sum())
@@ -52,4 +54,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gnnperf.errors import GnnperfError, run_script
+from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import regression_metrics
 
 
@@ -31,15 +33,12 @@ def rescaled(wide: pd.DataFrame, predictor: str, scale_from: str) -> np.ndarray:
 
 
 def job_table(job: Path, scale_from: str) -> dict[str, dict[str, float]]:
-    path = job / "predictions.csv"
-    if not path.is_file():
-        raise SystemExit(f"error: {path} does not exist (a gnnperf-train job folder holds it)")
-    preds = pd.read_csv(path, dtype={"sample_id": str})
+    preds = read_predictions(job)
     wide = preds.pivot_table(
         index=["sample_id", "hardware", "precision", "true_ms"], columns="predictor", values="pred_ms"
     ).reset_index()
     if scale_from not in wide:
-        raise SystemExit(f"error: {path} has no predictions of {scale_from!r}")
+        raise GnnperfError(f"{job} has no predictions of {scale_from!r}")
     true = wide["true_ms"].to_numpy()
     names = [c for c in wide.columns if c not in ("sample_id", "hardware", "precision", "true_ms")]
     table = {name: regression_metrics(wide[name].to_numpy(), true) for name in names}
@@ -65,4 +64,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -25,15 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gnnperf.errors import run_script
+from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import prediction_frame
 from gnnperf.eval.tables import comparison_table, to_markdown
-
-
-def _predictions(job: Path) -> pd.DataFrame:
-    path = job / "predictions.csv"
-    if not path.is_file():
-        raise SystemExit(f"error: {path} does not exist (a gnnperf-train job folder holds it)")
-    return pd.read_csv(path, dtype={"sample_id": str})
 
 
 def calibrated(pred: np.ndarray, true: np.ndarray, rows: pd.DataFrame, reference: str) -> np.ndarray:
@@ -50,11 +45,11 @@ def calibrated(pred: np.ndarray, true: np.ndarray, rows: pd.DataFrame, reference
 
 def fold_table(jobs: list[Path], calibrate_with: str | None = None, blend_with: str = "gbm") -> pd.DataFrame:
     """Comparison table of one fold: members, their ensemble, the blend, and the first job's baselines."""
-    first = _predictions(jobs[0])
+    first = read_predictions(jobs[0])
     ids = np.sort(first.loc[first.predictor == "gnn", "sample_id"].to_numpy())
     members = []
     for job in jobs:
-        gnn = _predictions(job).query("predictor == 'gnn'").set_index("sample_id")
+        gnn = read_predictions(job).query("predictor == 'gnn'").set_index("sample_id")
         if not np.array_equal(np.sort(gnn.index.to_numpy()), ids):
             raise SystemExit(f"error: {job} scored other test samples than {jobs[0]}: not the same split")
         members.append(gnn.loc[ids])
@@ -117,4 +112,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

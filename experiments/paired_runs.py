@@ -20,14 +20,13 @@ import numpy as np
 import pandas as pd
 
 from gnnperf.data.store import SampleStore
+from gnnperf.errors import run_script
+from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import regression_metrics
 
 
 def _wide(job: Path) -> pd.DataFrame:
-    path = job / "predictions.csv"
-    if not path.is_file():
-        raise SystemExit(f"error: {path} does not exist (a gnnperf-train job folder holds it)")
-    preds = pd.read_csv(path, dtype={"sample_id": str})
+    preds = read_predictions(job)
     return preds.pivot_table(
         index=["sample_id", "true_ms"], columns="predictor", values="pred_ms"
     ).reset_index()
@@ -100,4 +99,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -19,7 +19,9 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
+
+from gnnperf.errors import run_script
+from gnnperf.eval.compare import read_predictions
 
 
 def _mape(pred: np.ndarray, true: np.ndarray) -> float:
@@ -35,7 +37,7 @@ def main() -> None:
     args = parser.parse_args()
     jobs = {}
     for job in args.jobs:
-        long = pd.read_csv(job / "predictions.csv")
+        long = read_predictions(job)
         wide = long.pivot(index="sample_id", columns="predictor", values="pred_ms")
         true = long.groupby("sample_id").true_ms.first().reindex(wide.index)
         net = wide["gnn_no_fallback"] if "gnn_no_fallback" in wide else wide["gnn"]
@@ -62,4 +64,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -28,6 +28,8 @@ from sklearn.ensemble import HistGradientBoostingRegressor
 from gnnperf.data.aggregate import grouped_conv_share
 from gnnperf.data.splits import make_split
 from gnnperf.data.store import SampleStore, select_samples
+from gnnperf.errors import run_script
+from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import regression_metrics
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cost import graph_costs
@@ -83,7 +85,7 @@ def main() -> None:
     print(f"NHWC/NCHW time by model ({len(ratio)} models with both layouts): {json.dumps(effect)}")
 
     # 2. the GNN's error on held-out families, by row kind
-    preds = pd.concat(pd.read_csv(j / "predictions.csv", dtype={"sample_id": str}) for j in args.jobs)
+    preds = pd.concat(read_predictions(j) for j in args.jobs)
     preds = preds.merge(rows[["sample_id", "memory_format"]], on="sample_id", how="inner")
     preds["ape"] = _ape(preds["pred_ms"], preds["true_ms"])
     preds["rows"] = np.where(preds["model_ref"].isin(slow), "slow_nhwc_model/", "other_model/")
@@ -144,4 +146,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

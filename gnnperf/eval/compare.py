@@ -11,11 +11,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from gnnperf.errors import GnnperfError
+
 if TYPE_CHECKING:
     from gnnperf.baselines.registry import BaselineData
     from gnnperf.predictor.fallback import UnseenOpFallback
 
 log = logging.getLogger(__name__)
+
+PREDICTIONS = "predictions.csv"
 
 
 def baseline_data(dm, part: str):
@@ -91,13 +95,27 @@ def compare(
         per_family.to_csv(out / "per_family.csv")
         per_device.to_csv(out / "per_device.csv")
         per_source.to_csv(out / "per_source.csv")
-        long.to_csv(out / "predictions.csv", index=False)
+        long.to_csv(out / PREDICTIONS, index=False)
         if plots:
             from gnnperf.eval.plots import plot_error_cdf, plot_pred_vs_true
 
             plot_pred_vs_true(frames, out / "pred_vs_true.png")
             plot_error_cdf(frames, out / "error_cdf.png")
     return result
+
+
+def read_predictions(job_dir: str | Path) -> pd.DataFrame:
+    """The long prediction table (one row per predictor and test sample) that :func:`compare` wrote to a job folder.
+
+    Raises:
+        GnnperfError: if the folder holds no ``predictions.csv`` (it is not a finished gnnperf-train/eval job).
+    """
+    path = Path(job_dir) / PREDICTIONS
+    if not path.is_file():
+        raise GnnperfError(
+            f"{path} does not exist (a finished gnnperf-train or gnnperf-eval job folder holds it)"
+        )
+    return pd.read_csv(path, dtype={"sample_id": str})
 
 
 def _records(table: pd.DataFrame) -> dict[str, Mapping[str, float]]:

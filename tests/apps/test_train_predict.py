@@ -16,6 +16,7 @@ from gnnperf.apps.evaluate import evaluate
 from gnnperf.apps.train import train
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
+from gnnperf.eval.compare import read_predictions
 from gnnperf.predict import Predictor, Query
 from gnnperf.zoo.resolve import resolve
 
@@ -115,6 +116,12 @@ def test_train_returns_metrics_and_writes_a_predictor(trained):
         assert key in metrics and metrics[key] == metrics[key]  # present and not NaN
     comparison = json.loads((ckpt.parent / "comparison.json").read_text())
     assert set(comparison) == {"gnn", "flops", "gbm"}
+    preds = read_predictions(ckpt.parent)  # what the experiment scripts read back
+    assert set(preds["predictor"]) == {"gnn", "flops", "gbm"}
+    assert preds.groupby("predictor")["sample_id"].apply(frozenset).nunique() == 1  # same test rows for all
+    assert (preds["pred_ms"] > 0).all() and (preds["true_ms"] > 0).all()
+    with pytest.raises(GnnperfError, match="does not exist"):
+        read_predictions(ckpt.parent / "missing")
     memory = json.loads((ckpt.parent / "memory.json").read_text())
     assert (
         memory["data_cache_entries"] > 0 and memory["data_cache_bytes"] > 0 and memory["peak_rss_bytes"] > 0
