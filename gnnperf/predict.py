@@ -21,7 +21,7 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +51,12 @@ def save_predictor(module, path: str | Path, **extra: Any) -> Path:
 
 @dataclass(frozen=True)
 class Query:
-    """One prediction request (GUIDE "Model reference" and workload fields)."""
+    """One prediction request (GUIDE "Model reference" and workload fields; see :class:`Workload`).
+
+    ``batch_size`` is per device; ``num_devices`` > 1 is a data-parallel iteration (the torchvision GPU benchmark's
+    DataParallel rows, 1-4 GPUs, are the only such training data of the shipped predictor). ``h2d`` puts the
+    host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
+    """
 
     model: str
     hardware: str
@@ -62,7 +67,8 @@ class Query:
     optimizer: str | None = None
     timed: str | None = None
     memory_format: str = "contiguous"
-    extra: Mapping[str, Any] = field(default_factory=dict)
+    h2d: bool = False
+    num_devices: int = 1
 
 
 class Predictor:
@@ -76,8 +82,8 @@ class Predictor:
         from gnnperf.predictor.checkpoint import load_fallback
 
         self.fallback = load_fallback(self.info)  # for op types unseen in training (None: trained without)
-        # measured / predicted per (hardware, precision, mode, timed), from calibrate()
-        self.calibration: dict[tuple[str, str, str, str], float] = {}
+        # measured / predicted per calibration key (hardware and workload, _calibration_key), from calibrate()
+        self.calibration: dict[tuple, float] = {}
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | None = None) -> Predictor:
@@ -110,10 +116,10 @@ class Predictor:
 
     def calibrate(
         self, measured: Iterable[tuple[Query, float]], hardware_file: str | None = None
-    ) -> dict[tuple[str, str, str, str], float]:
+    ) -> dict[tuple, float]:
         """Scale later predictions by measured times of reference models on the same device and workload.
 
-        Each (hardware, precision, mode, timed) that a measurement covers gets the factor
+        Each (hardware, precision, mode, timed, memory format, devices) that a measurement covers gets the factor
         exp(mean log(measured / predicted)) over its measurements; predictions for it are multiplied by that
         factor (their interval keeps its relative width, whose coverage was measured without calibration).
         A later call replaces the factors of the groups it covers.
@@ -122,7 +128,7 @@ class Predictor:
             measured: (query, measured iteration time in ms) pairs, e.g. ResNet-50 timed once on the new GPU.
 
         Returns:
-            The new factors by (hardware, precision, mode, timed).
+            The new factors by (hardware, precision, mode, timed, memory format, devices).
 
         Raises:
             GnnperfError: no measurements, or a time that is not a positive number.
@@ -134,7 +140,7 @@ class Predictor:
         if not pairs or bad:
             raise GnnperfError(f"calibration needs measured times > 0 ms, got {bad[0] if bad else 'none'}")
         rows = self.predict([q for q, _ in pairs], hardware_file=hardware_file, calibrated=False)
-        logs: dict[tuple[str, str, str, str], list[float]] = defaultdict(list)
+        logs: dict[tuple, list[float]] = defaultdict(list)
         for row, (_, ms) in zip(rows, pairs, strict=True):
             logs[_calibration_key(row)].append(math.log(ms / row["iteration_time_ms"]))
         factors = {key: math.exp(sum(v) / len(v)) for key, v in logs.items()}
@@ -150,8 +156,8 @@ class Predictor:
     ) -> list[dict]:
         """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops.
 
-        After :meth:`calibrate`, predictions of a calibrated (hardware, precision, mode, timed) are scaled and
-        carry ``calibration_factor``, unless ``calibrated`` is false.
+        After :meth:`calibrate`, predictions of a calibrated device and workload are scaled and carry
+        ``calibration_factor``, unless ``calibrated`` is false.
         """
         import torch
         from torch_geometric.data import Batch
@@ -175,6 +181,8 @@ class Predictor:
                 optimizer=q.optimizer,
                 timed=q.timed,
                 memory_format=q.memory_format,
+                h2d=q.h2d,
+                num_devices=q.num_devices,
             )
             hw = torch.from_numpy(hardware_vector(spec))
             item = sample_data(graph, workload, hw, self.device_index(spec.name))
@@ -211,11 +219,14 @@ class Predictor:
                 "precision": workload.precision,
                 "mode": workload.mode,
                 "timed": workload.timed_label,
+                "memory_format": workload.memory_format,
+                "num_devices": workload.num_devices,
                 "iteration_time_ms": ms,
                 "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
                 "interval_coverage": self.info.get("interval_coverage"),
                 "checkpoint": str(self.path),
                 "unseen_op_types": self._unseen_op_types(graph),
+                "unlearned_workload": self._unlearned_workload(items[i].u[0]),
             }
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
@@ -236,6 +247,21 @@ class Predictor:
             out.append(row)
         return out
 
+    def _unlearned_workload(self, u) -> list[str]:
+        """Workload features of this query that never varied in training and differ from their one value there.
+
+        Such a feature is standardised to 0 (:class:`~gnnperf.predictor.model.Standardize`), so the prediction
+        is the one for the training value: e.g. ``log2_devices`` from a checkpoint trained on one device only.
+        """
+        names = self.hparams["graph_features"]
+        std = self.model.standardize["u"]
+        return [
+            name
+            for j, name in enumerate(names)
+            if name in _WORKLOAD_FEATURES or name.split("=")[0] in _WORKLOAD_FEATURES
+            if not bool(std.varied[j]) and abs(float(u[j]) - float(std.mean[j])) > 1e-6
+        ]
+
     def _unseen_op_types(self, graph) -> list[str]:
         """The graph's op types whose vocabulary entry (``OTHER`` for types outside it) no train graph had."""
         vocab = self.hparams["op_vocab"]
@@ -243,5 +269,43 @@ class Predictor:
         return sorted({n.op_type for n in graph.nodes if not seen.get(n.op_type, seen.get("OTHER", False))})
 
 
-def _calibration_key(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
-    return row["hardware"], row["precision"], row["mode"], row["timed"]
+# Graph-level features that describe the workload rather than the model (features.GRAPH_FEATURES; one-hot
+# groups by their prefix).
+_WORKLOAD_FEATURES = (
+    "log2_batch",
+    "precision",
+    "mode",
+    "optimizer",
+    "timed",
+    "h2d",
+    "channels_last",
+    "log2_devices",
+)
+
+
+def _calibration_key(row: Mapping[str, Any]) -> tuple:
+    keys = ("hardware", "precision", "mode", "timed", "memory_format", "num_devices")
+    return tuple(row[k] for k in keys)
+
+
+def epoch_estimate(row: Mapping[str, Any], samples: int) -> dict[str, Any]:
+    """Time of one pass over ``samples`` training samples from a prediction row of :meth:`Predictor.predict`.
+
+    ceil(samples / (batch size x devices)) iterations at the predicted iteration time (and its interval): the
+    data loader, evaluation and checkpointing are not in it, nor a smaller last batch (counted as a full one).
+
+    Raises:
+        GnnperfError: ``samples`` is not a positive integer.
+    """
+    from gnnperf.errors import GnnperfError
+
+    if isinstance(samples, bool) or not isinstance(samples, int) or samples < 1:
+        raise GnnperfError(f"samples per epoch must be a positive integer, got {samples!r}")
+    iterations = math.ceil(samples / (row["batch_size"] * row["num_devices"]))
+    lo, hi = row["interval_ms"]
+    return {
+        "samples": samples,
+        "iterations": iterations,
+        "time_s": iterations * row["iteration_time_ms"] / 1e3,
+        "interval_s": [iterations * lo / 1e3, iterations * hi / 1e3],
+    }

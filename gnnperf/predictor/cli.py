@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--hardware", required=True, help="hardware table name or alias (see `gnnperf hardware list`)"
     )
     parser.add_argument("--hardware-file", help="extra hardware spec file (CSV/YAML/JSON)")
-    parser.add_argument("--batch-size", type=int, required=True)
+    parser.add_argument("--batch-size", type=int, required=True, help="samples per iteration on each device")
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--input-shape", help="per-sample input shape, e.g. 3,224,224")
     shape.add_argument("--seq-len", type=int, help="sequence length for token models")
@@ -30,6 +30,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--timed", choices=["fwd+bwd+opt", "fwd+bwd", "fwd"], help="what the time covers (default by mode)"
     )
     parser.add_argument("--optimizer", choices=["sgd", "adam", "adamw", "none"])
+    parser.add_argument("--memory-format", default="contiguous", choices=["contiguous", "channels_last"])
+    parser.add_argument(
+        "--num-devices",
+        type=int,
+        default=1,
+        help="data-parallel devices, each with --batch-size samples (default 1; the shipped predictor learned 1-4 "
+        "GPUs from DataParallel rows)",
+    )
+    parser.add_argument(
+        "--h2d", action="store_true", help="include the host-to-device copy of the inputs in the time"
+    )
+    parser.add_argument(
+        "--epoch-samples",
+        type=int,
+        metavar="N",
+        help="also estimate one epoch over N training samples (iterations x the predicted iteration time)",
+    )
     parser.add_argument(
         "--checkpoint",
         help="predictor checkpoint (default: $GNNPERF_CHECKPOINT, else the shipped one; see its MODEL_CARD.md)",
@@ -55,11 +72,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gnnperf.errors import GnnperfError
-    from gnnperf.predict import Predictor, Query
+    from gnnperf.predict import Predictor, Query, epoch_estimate
     from gnnperf.zoo.resolve import parse_input_shape
 
     if args.batch_size < 1:
         raise GnnperfError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.epoch_samples is not None and args.epoch_samples < 1:
+        raise GnnperfError(f"--epoch-samples must be at least 1, got {args.epoch_samples}")
     shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
     predictor = Predictor.from_checkpoint(args.checkpoint)
     query = Query(
@@ -71,6 +90,9 @@ def run(args: argparse.Namespace) -> int:
         mode=args.mode,
         optimizer=args.optimizer,
         timed=args.timed,
+        memory_format=args.memory_format,
+        h2d=args.h2d,
+        num_devices=args.num_devices,
     )
     if args.calibrate:
         predictor.calibrate(
@@ -81,17 +103,33 @@ def run(args: argparse.Namespace) -> int:
             hardware_file=args.hardware_file,
         )
     (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
+    if args.epoch_samples:
+        row["epoch"] = epoch_estimate(row, args.epoch_samples)
     if args.json:
         print(json.dumps(row))
         return 0
     lo, hi = row["interval_ms"]
     seen = "seen in training" if row["hardware_seen_in_training"] else "predicted from its specs"
+    devices = f" x {row['num_devices']} devices" if row["num_devices"] > 1 else ""
+    layout = ", channels_last" if row["memory_format"] == "channels_last" else ""
     print(
-        f"{row['model']} on {row['hardware']} ({seen}), batch {row['batch_size']}, {row['precision']}, {row['timed']}"
+        f"{row['model']} on {row['hardware']} ({seen}), batch {row['batch_size']}{devices}, {row['precision']}"
+        f"{layout}, {row['timed']}"
     )
     print(
         f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval {lo:.2f} .. {hi:.2f} ms)"
     )
+    if "epoch" in row:
+        ep = row["epoch"]
+        print(
+            f"  epoch of {ep['samples']} samples: {ep['iterations']} iterations, {ep['time_s']:.1f} s "
+            f"({ep['interval_s'][0]:.1f} .. {ep['interval_s'][1]:.1f} s; data loading and evaluation not included)"
+        )
+    if row["unlearned_workload"]:
+        print(
+            f"  not learned (constant in this checkpoint's training data), so ignored by the network: "
+            f"{', '.join(row['unlearned_workload'])}"
+        )
     if row["unseen_op_types"]:
         how = (
             f"{row['unseen_op_share']:.0%} of its roofline time; blended with the {row['fallback_baseline']} baseline, "

@@ -51,3 +51,11 @@ def test_no_checkpoint_at_all_is_a_user_error(monkeypatch, tmp_path):
     monkeypatch.setattr(predict_module, "SHIPPED_CHECKPOINT", tmp_path / "none.ckpt")
     with pytest.raises(GnnperfError, match="no checkpoint"):
         Predictor.from_checkpoint(None)
+
+
+def test_a_workload_it_never_learned_is_named():
+    predictor = Predictor.from_checkpoint(None)  # its data has no fp64 rows (MODEL_CARD.md)
+    queries = [Query("torchvision:resnet18", "t4", 8, precision=p, num_devices=2) for p in ("fp16", "fp64")]
+    fp16, fp64 = predictor.predict(queries)
+    assert fp16["unlearned_workload"] == []  # two devices: learned from the DataParallel rows
+    assert fp64["unlearned_workload"] == ["precision=fp64"]

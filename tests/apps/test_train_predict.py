@@ -17,7 +17,7 @@ from gnnperf.apps.train import train
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
 from gnnperf.eval.compare import read_predictions
-from gnnperf.predict import Predictor, Query
+from gnnperf.predict import Predictor, Query, epoch_estimate
 from gnnperf.zoo.resolve import resolve
 
 ROOT = Path(CONF_DIR).parent
@@ -169,8 +169,9 @@ def test_op_types_unseen_in_training_lean_on_the_flops_baseline(trained):
 def test_predict_cli_json_and_errors(trained):
     ckpt = str(trained[0])
     run = [sys.executable, "-m", "gnnperf.cli", "predict", "zoo:mlp?depth=2&width=32&in_features=16"]
+    workload = ["--num-devices", "2", "--h2d", "--memory-format", "channels_last", "--epoch-samples", "100"]
     ok = subprocess.run(
-        [*run, "--hardware", "t4", "--batch-size", "8", "--checkpoint", ckpt, "--json"],
+        [*run, "--hardware", "t4", "--batch-size", "8", "--checkpoint", ckpt, *workload, "--json"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -178,9 +179,16 @@ def test_predict_cli_json_and_errors(trained):
     assert ok.returncode == 0, ok.stderr
     row = json.loads(ok.stdout)
     assert {"model", "hardware", "batch_size", "iteration_time_ms", "interval_ms"} <= set(row)
+    assert (row["num_devices"], row["timed"], row["memory_format"]) == (2, "h2d+fwd+bwd+opt", "channels_last")
+    # the training rows had one device, no timed copy, NCHW: none of the three was learned
+    assert set(row["unlearned_workload"]) == {"h2d", "channels_last", "log2_devices"}
+    assert row["epoch"]["iterations"] == 7  # ceil(100 / (8 x 2))
+    assert row["epoch"]["time_s"] == pytest.approx(7 * row["iteration_time_ms"] / 1e3)
     for bad in (
         ["--hardware", "nosuchgpu", "--checkpoint", ckpt],
         ["--hardware", "t4", "--checkpoint", "/no/such.ckpt"],
+        ["--hardware", "t4", "--checkpoint", ckpt, "--num-devices", "0"],
+        ["--hardware", "t4", "--checkpoint", ckpt, "--epoch-samples", "0"],
     ):
         res = subprocess.run([*run, "--batch-size", "8", *bad], capture_output=True, text=True, cwd=ROOT)
         assert (
@@ -195,19 +203,32 @@ def test_calibration_scales_its_device_and_workload_only(trained):
     ref = Query("zoo:mlp?depth=2&width=32&in_features=16", "t4", 8)
     other = Query("zoo:mlp?depth=4&width=48&in_features=16", "t4", 4)
     other_fp16 = Query(other.model, "t4", 4, precision="amp_fp16")
-    before = predictor.predict([ref, other, other_fp16], breakdown=2)
+    other_2dev = Query(other.model, "t4", 4, num_devices=2)
+    before = predictor.predict([ref, other, other_fp16, other_2dev], breakdown=2)
     measured = before[0]["iteration_time_ms"] * 3.0  # the device is 3x slower than predicted
     (factor,) = predictor.calibrate([(ref, measured)]).values()
     assert factor == pytest.approx(3.0, rel=1e-4)
-    after = predictor.predict([ref, other, other_fp16], breakdown=2)
+    after = predictor.predict([ref, other, other_fp16, other_2dev], breakdown=2)
     assert after[0]["iteration_time_ms"] == pytest.approx(measured, rel=1e-4)
     assert after[1]["iteration_time_ms"] == pytest.approx(3.0 * before[1]["iteration_time_ms"], rel=1e-4)
     assert after[1]["interval_ms"][1] == pytest.approx(3.0 * before[1]["interval_ms"][1], rel=1e-4)
     assert after[1]["breakdown"][0]["ms"] == pytest.approx(3.0 * before[1]["breakdown"][0]["ms"], rel=1e-4)
     assert after[2] == before[2] and "calibration_factor" not in after[2]  # another precision: untouched
+    assert after[3] == before[3]  # data-parallel on two devices: another workload, untouched
+    # trained on one device only: the device count was never learned, and the prediction says so
+    assert before[3]["unlearned_workload"] == ["log2_devices"] and before[1]["unlearned_workload"] == []
     for bad in ([], [(ref, 0.0)], [(ref, float("nan"))]):
         with pytest.raises(GnnperfError, match="calibration needs measured times"):
             predictor.calibrate(bad)
+
+
+def test_epoch_estimate_counts_iterations_over_every_device():
+    row = {"batch_size": 32, "num_devices": 4, "iteration_time_ms": 250.0, "interval_ms": [200.0, 400.0]}
+    epoch = epoch_estimate(row, 1000)  # 7.8 iterations of 128 samples: the last one counts as full
+    assert epoch == {"samples": 1000, "iterations": 8, "time_s": 2.0, "interval_s": [1.6, 3.2]}
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(GnnperfError, match="positive integer"):
+            epoch_estimate(row, bad)
 
 
 def test_predict_cli_calibrates_on_a_reference_measurement(trained):
