@@ -4,7 +4,8 @@ For a GNN retrained without baselines (``'baselines=[]'``, e.g. with another sch
 run: per fold, the new GNN, the earlier GNN and the earlier run's baselines (fitted on the same train part, so the
 same numbers), the new GNN blended with ``--blend-with`` (geometric mean, weights 1/2 fixed beforehand, as in
 ``ensemble.py``), and the GNNs split by a sample column (``--column``, e.g. memory_format). Then the mean over folds.
-Both runs must have scored the same test samples.
+Both runs must have scored the same test samples. ``--keep-in STORE`` scores only the test samples that STORE
+holds, e.g. a store imported again after an adapter fix left rows out.
 
     .venv/bin/python experiments/paired_runs.py --pair multirun/timm_family_e30/0,multirun/timm_family_opcost/0 \\
         --pair ... --store .cache/stores/timm --column memory_format --out experiments/.../results.json
@@ -32,11 +33,15 @@ def _wide(job: Path) -> pd.DataFrame:
     ).reset_index()
 
 
-def fold_table(new: Path, old: Path, blend_with: str, column: pd.Series | None) -> dict[str, dict]:
+def fold_table(
+    new: Path, old: Path, blend_with: str, column: pd.Series | None, keep: set[str] | None = None
+) -> dict[str, dict]:
     """Metrics of one fold: ``gnn (new)``, ``gnn (earlier)``, the earlier baselines, the blend, per column value."""
     a, b = _wide(new), _wide(old)
     if set(a["sample_id"]) != set(b["sample_id"]):
         raise SystemExit(f"error: {new} and {old} scored different test samples")
+    if keep is not None:
+        a, b = a[a["sample_id"].isin(keep)], b[b["sample_id"].isin(keep)]
     joined = a[["sample_id", "true_ms", "gnn"]].merge(
         b.drop(columns="true_ms"), on="sample_id", suffixes=("", "_old")
     )
@@ -71,8 +76,10 @@ def main() -> None:
     )
     p.add_argument("--store", type=Path, action="append", default=[], help="sample store for --column")
     p.add_argument("--column", help="sample column to split the GNNs by, e.g. memory_format")
+    p.add_argument("--keep-in", type=Path, metavar="STORE", help="score only the test samples STORE holds")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
+    keep = SampleStore(args.keep_in, readonly=True).existing_ids() if args.keep_in else None
     column = None
     if args.column:
         if not args.store:
@@ -82,7 +89,7 @@ def main() -> None:
     folds = {}
     for pair in args.pair:
         new, old = (Path(x) for x in pair.split(","))
-        folds[str(new)] = fold_table(new, old, args.blend_with, column) | {"earlier_job": str(old)}
+        folds[str(new)] = fold_table(new, old, args.blend_with, column, keep) | {"earlier_job": str(old)}
     names = [k for k in next(iter(folds.values())) if k != "earlier_job"]
     mean = {
         name: {
@@ -95,7 +102,8 @@ def main() -> None:
     table.loc["mean"] = {n: mean[n]["mape"] for n in names}
     print(table.round(1).T.to_string())
     if args.out:
-        args.out.write_text(json.dumps({"folds": folds, "mean_over_folds": mean}, indent=1) + "\n")
+        scored = {"kept_in": str(args.keep_in)} if args.keep_in else {}
+        args.out.write_text(json.dumps({"folds": folds, "mean_over_folds": mean, **scored}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -116,6 +116,26 @@ def test_timm_rows_of_another_model_than_timm_builds_are_reported_not_imported(t
     assert any(p.startswith("timm's 'ecaresnext50t_32x4d' is a model of 25.05 M") for p in problems)
 
 
+def test_timm_tresnet_rows_timed_with_inplace_abn_are_left_out(tmp_path: Path) -> None:
+    tables = {
+        "head/" + TIMM_TRAIN: "torch 1.12",
+        "head/benchmark-infer-amp-nchw-pt240-cu124-rtx3090.csv": "torch 2.4",
+    }
+    for table in tables:
+        lines = (TIMM / table).read_text().splitlines()
+        kept = [x for x in lines[1:] if x.split(",")[0] in ("resnet50", "tresnet_m")]
+        (tmp_path / Path(table).name).write_text("\n".join([lines[0], *kept]) + "\n")
+    rows, report = read_source("timm-benchmark", tmp_path)
+    tresnet = {r["software"] for r in rows if r["family"] == "tresnet"}
+    assert tresnet == {"torch=2.4.0+cu124"}  # the torch 2.x table timed today's BatchNorm + LeakyReLU TResNet
+    assert {r["software"] for r in rows if r["model_ref"] == "timm:resnet50"} == {
+        "torch=1.12+cu113",
+        "torch=2.4.0+cu124",
+    }
+    (problem,) = report.problems
+    assert "InplaceABN" in problem.reason and problem.file.endswith(TIMM_TRAIN)
+
+
 def test_timm_known_row_matches_the_csv(timm_train) -> None:
     rows, _ = timm_train
     with open(TIMM / "head" / TIMM_TRAIN, newline="") as f:

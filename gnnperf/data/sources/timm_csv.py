@@ -16,7 +16,9 @@ the row's ``param_count`` (:data:`CHECK_PARAMS`): a row whose count differs time
 would describe, and is reported, not imported. On the public tables (timm 1.0.31) that is timm's alias map
 sending ``ig_resnext101_32x16d``, ``_32x32d`` and ``_32x48d`` to ``resnext101_32x8d``; models redefined since
 (``ecaresnext50t_32x4d``, the 1000-class ``vit_base_patch16_224_miil`` that now builds the 11,221-class one);
-and the torch 2.9 table's re-parameterised (fused) RepVGG, MobileOne, RepViT and GhostNetV3. The two benchmark
+and the torch 2.9 table's re-parameterised (fused) RepVGG, MobileOne, RepViT and GhostNetV3. Where the parameters
+agree but the code timed was another (:data:`IMPLEMENTATION_CHANGED`: TResNet with the InplaceABN extension in the
+torch 1.x tables), the rows are reported and left out the same way. The two benchmark
 CPUs are in no spec table: their data-sheet records come from :func:`hardware_specs`.
 """
 
@@ -234,6 +236,25 @@ def _params_problem(name: str, table_params_m: float | None) -> str | None:
     )
 
 
+# Families whose timm code at the time of some tables ran another implementation than timm builds today, with the
+# same parameters (so CHECK_PARAMS cannot see it): family -> (``software`` prefix of those tables, what differed).
+IMPLEMENTATION_CHANGED: dict[str, tuple[str, str]] = {
+    # The tables say so too: on the torch 1.10-1.13 tables TResNet's NHWC step takes 2.1-4.8x its NCHW step, where
+    # ResNets take 0.7-0.8x; on the torch 2.x tables 0.9x, like the others.
+    "tresnet": (
+        "torch=1.",
+        "timm's TResNet of the torch 1.x tables ran the InplaceABN CUDA extension (BatchNorm and LeakyReLU in one "
+        "custom kernel, slow in channels-last); timm builds it with BatchNorm + LeakyReLU today: not imported",
+    ),
+}
+
+
+def _implementation_problem(family: str, software: str) -> str | None:
+    """Why a row of ``family`` in a table measured with ``software`` timed another implementation, or ``None``."""
+    changed = IMPLEMENTATION_CHANGED.get(family)
+    return changed[1] if changed and software.startswith(changed[0]) else None
+
+
 def _read_file(file: Path, ref: str, fixed: dict[str, Any], out: Collector, resolved: dict[str, Any]) -> None:
     report = out.report
     parsed = csv_rows(file, ref, report)
@@ -266,7 +287,10 @@ def _read_file(file: Path, ref: str, fixed: dict[str, Any], out: Collector, reso
             report.problem(ref, i, spec)
             continue
         table_params = positive_number(cells[params_col]) if params_col is not None else None
-        if (wrong := _params_problem(name, table_params)) is not None:
+        if (
+            wrong := _params_problem(name, table_params)
+            or _implementation_problem(spec.family, fixed["software"])
+        ) is not None:
             report.problem(ref, i, wrong)
             continue
         try:
