@@ -49,6 +49,16 @@ def save_predictor(module, path: str | Path, **extra: Any) -> Path:
     return path
 
 
+# Workload sizes whose training range a checkpoint records (trained_on.workload_range), so that a query outside it
+# is named: the network has seen these features vary, but only within that range.
+_RANGED = ("batch_size", "num_devices")
+
+
+def workload_range(samples) -> dict[str, list[int]]:
+    """``{column: [min, max]}`` of the ranged workload sizes over a samples frame (the train part of a run)."""
+    return {k: [int(samples[k].min()), int(samples[k].max())] for k in _RANGED}
+
+
 @dataclass(frozen=True)
 class Query:
     """One prediction request (GUIDE "Model reference" and workload fields; see :class:`Workload`).
@@ -227,6 +237,7 @@ class Predictor:
                 "checkpoint": str(self.path),
                 "unseen_op_types": self._unseen_op_types(graph),
                 "unlearned_workload": self._unlearned_workload(items[i].u[0]),
+                "outside_training_range": self._outside_training_range(workload),
             }
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
@@ -261,6 +272,20 @@ class Predictor:
             if name in _WORKLOAD_FEATURES or name.split("=")[0] in _WORKLOAD_FEATURES
             if not bool(std.varied[j]) and abs(float(u[j]) - float(std.mean[j])) > 1e-6
         ]
+
+    def _outside_training_range(self, workload) -> list[str]:
+        """``name=value (trained lo..hi)`` for each ranged workload size outside its training range.
+
+        A size that was constant in training is left to :meth:`_unlearned_workload`. Checkpoints saved before the
+        range was recorded give an empty list.
+        """
+        ranges = self.info.get("trained_on", {}).get("workload_range", {})
+        out = []
+        for name, (lo, hi) in ranges.items():
+            value = getattr(workload, name)
+            if lo < hi and not lo <= value <= hi:
+                out.append(f"{name}={value} (trained {lo}..{hi})")
+        return out
 
     def _unseen_op_types(self, graph) -> list[str]:
         """The graph's op types whose vocabulary entry (``OTHER`` for types outside it) no train graph had."""

@@ -26,7 +26,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     from gnnperf.eval.compare import baseline_data, compare
     from gnnperf.eval.tables import print_table
-    from gnnperf.predict import save_predictor
+    from gnnperf.predict import save_predictor, workload_range
     from gnnperf.predictor.fallback import UnseenOpFallback, check_fallback_name
 
     if cfg.get("unseen_op_fallback"):
@@ -72,6 +72,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "stores": list(cfg.data.stores),
             "split": OmegaConf.to_container(cfg.split),
             "seed": int(cfg.seed),
+            "workload_range": workload_range(dm.dataset.samples.iloc[dm.split["train"]]),
         },
         metrics={**val_metrics, **test_metrics},
         unseen_op_fallback=fallback.state_dict() if fallback is not None else None,

@@ -130,6 +130,10 @@ def run(args: argparse.Namespace) -> int:
             f"  not learned (constant in this checkpoint's training data), so ignored by the network: "
             f"{', '.join(row['unlearned_workload'])}"
         )
+    if row["outside_training_range"]:
+        print(
+            f"  outside this checkpoint's training range, extrapolated: {', '.join(row['outside_training_range'])}"
+        )
     if row["unseen_op_types"]:
         how = (
             f"{row['unseen_op_share']:.0%} of its roofline time; blended with the {row['fallback_baseline']} baseline, "

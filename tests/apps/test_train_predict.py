@@ -139,6 +139,9 @@ def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
         breakdown=3,
     )
     assert [r["hardware_seen_in_training"] for r in rows] == [True, False]
+    # trained on batches 2-8 of one device: batch 16 is extrapolated and named, batch 4 is not
+    assert predictor.info["trained_on"]["workload_range"] == {"batch_size": [2, 8], "num_devices": [1, 1]}
+    assert [r["outside_training_range"] for r in rows] == [["batch_size=16 (trained 2..8)"], []]
     q_lo, q_hi = predictor.info["interval_log_ratio"]  # split-conformal quantiles of log(measured/predicted)
     for r in rows:
         lo, hi = r["interval_ms"]
@@ -182,8 +185,19 @@ def test_predict_cli_json_and_errors(trained):
     assert (row["num_devices"], row["timed"], row["memory_format"]) == (2, "h2d+fwd+bwd+opt", "channels_last")
     # the training rows had one device, no timed copy, NCHW: none of the three was learned
     assert set(row["unlearned_workload"]) == {"h2d", "channels_last", "log2_devices"}
+    assert row["outside_training_range"] == []  # one device in training: named by unlearned_workload alone
     assert row["epoch"]["iterations"] == 7  # ceil(100 / (8 x 2))
     assert row["epoch"]["time_s"] == pytest.approx(7 * row["iteration_time_ms"] / 1e3)
+    text = subprocess.run(
+        [*run, "--hardware", "t4", "--batch-size", "64", "--checkpoint", ckpt],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert text.returncode == 0, text.stderr
+    assert (
+        "outside this checkpoint's training range, extrapolated: batch_size=64 (trained 2..8)" in text.stdout
+    )
     for bad in (
         ["--hardware", "nosuchgpu", "--checkpoint", ckpt],
         ["--hardware", "t4", "--checkpoint", "/no/such.ckpt"],
