@@ -59,3 +59,8 @@ def test_a_workload_it_never_learned_is_named():
     fp16, fp64 = predictor.predict(queries)
     assert fp16["unlearned_workload"] == []  # two devices: learned from the DataParallel rows
     assert fp64["unlearned_workload"] == ["precision=fp64"]
+    (eight,) = predictor.predict(Query("torchvision:resnet18", "t4", 8, precision="fp16", num_devices=8))
+    assert eight["outside_training_range"] == [
+        "num_devices=8 (trained 1..4)"
+    ]  # DataParallel rows had 1-4 GPUs
+    assert fp16["outside_training_range"] == []
