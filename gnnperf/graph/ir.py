@@ -21,7 +21,7 @@ from onnx import helper
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.sequences import lower_split_sequences
-from gnnperf.graph.shapes import infer_shapes
+from gnnperf.graph.shapes import infer_shapes, inline_static_ifs
 
 # Bump when what an OpGraph holds changes meaning: the graph cache is keyed by it. Features are computed from the
 # IR when a graph is loaded, so a FEATURE_VERSION change alone re-exports nothing.
@@ -161,10 +161,11 @@ def build_ir(
         trainable: names of trainable parameters; other parameter inputs count as buffers. ``None`` guesses
             from the names (``running_mean``/``running_var``/``num_batches_tracked`` are buffers).
     """
-    graph = lower_split_sequences(model).graph
-    init_names = {i.name for i in graph.initializer}
     if not model_inputs:
         raise GnnperfError(f"{model_ref}: the ONNX graph has no model input")
+    model = inline_static_ifs(model, dict.fromkeys(model_inputs, 0), PROBE_BATCHES[:2])
+    graph = lower_split_sequences(model).graph
+    init_names = {i.name for i in graph.initializer}
     passes = [infer_shapes(model, dict.fromkeys(model_inputs, 0), b) for b in PROBE_BATCHES]
     base = passes[0]
 

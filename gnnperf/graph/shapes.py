@@ -121,3 +121,43 @@ def _evaluate(node, ins, types, static, opsets) -> list:
     except Exception as e:
         raise GnnperfError(f"cannot evaluate shape computation {node.op_type} '{node.name}': {e}") from None
     return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+def inline_static_ifs(
+    model: onnx.ModelProto, batch_inputs: dict[str, int], batch_sizes: tuple[int, int]
+) -> onnx.ModelProto:
+    """Replace every ``If`` whose condition is known before run time by the nodes of the branch it takes.
+
+    Exporters keep Python branches on sizes as ``If`` nodes when the condition is computed from shapes (timm's
+    Hiera-Det and SAM2 Hiera: resizing the position embedding only if the input size differs). ONNX's per-node
+    inference cannot type an ``If``'s outputs, so everything after it had no shape. The condition must be the
+    same at two batch sizes (a branch on the batch size is left alone, and the graph then fails as before). The
+    branch's outputs are renamed to the ``If``'s by ``Identity`` nodes; nested ``If`` nodes go one level a round.
+    """
+    for _ in range(16):
+        if not any(n.op_type == "If" for n in model.graph.node):
+            return model
+        passes = [infer_shapes(model, batch_inputs, b) for b in batch_sizes]
+        taken = {}
+        for i, node in enumerate(model.graph.node):
+            cond = node.input[0] if node.op_type == "If" else None
+            if cond and all(cond in p.static for p in passes):
+                values = {bool(np.asarray(p.static[cond]).reshape(-1)[0]) for p in passes}
+                if len(values) == 1:
+                    taken[i] = "then_branch" if values.pop() else "else_branch"
+        if not taken:
+            return model
+        model = copy.deepcopy(model)
+        nodes = []
+        for i, node in enumerate(model.graph.node):
+            if i not in taken:
+                nodes.append(node)
+                continue
+            branch = next(helper.get_attribute_value(a) for a in node.attribute if a.name == taken[i])
+            model.graph.initializer.extend(branch.initializer)
+            nodes.extend(branch.node)
+            for inner, outer in zip(branch.output, node.output):
+                nodes.append(helper.make_node("Identity", [inner.name], [outer], name=f"{node.name}/{outer}"))
+        del model.graph.node[:]
+        model.graph.node.extend(nodes)
+    return model

@@ -48,3 +48,38 @@ def test_large_shape_computation_values_are_typed_but_not_kept():
     inferred = shapes.infer_shapes(_relu_model_with(nodes), {"x": 0}, 3)
     assert inferred.shape("big") == (3, width) and "big" not in inferred.static
     assert inferred.static["big_shape"].tolist() == [3, width]  # shapes computed from it still are
+
+
+def _branch_on_dim(dim: int) -> onnx.ModelProto:
+    """y = Relu(x) if x.shape[dim] > 2 else Neg(x), the branch an ``If`` node whose condition comes from shapes."""
+
+    def branch(op: str, name: str) -> onnx.GraphProto:
+        out = helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, None)
+        return helper.make_graph([helper.make_node(op, ["x"], [f"{name}_out"])], name, [], [out])
+
+    nodes = [
+        helper.make_node("Shape", ["x"], ["s"]),
+        helper.make_node("Constant", [], ["i"], value=numpy_helper.from_array(np.array(dim, np.int64))),
+        helper.make_node("Gather", ["s", "i"], ["d"]),
+        helper.make_node("Constant", [], ["two"], value=numpy_helper.from_array(np.array(2, np.int64))),
+        helper.make_node("Greater", ["d", "two"], ["cond"]),
+        helper.make_node(
+            "If", ["cond"], ["y"], then_branch=branch("Relu", "then"), else_branch=branch("Neg", "else")
+        ),
+    ]
+    return _relu_model_with(nodes)
+
+
+def test_an_if_on_a_static_size_is_replaced_by_the_branch_it_takes():
+    model = _branch_on_dim(1)  # 6 > 2 at every batch size
+    assert shapes.infer_shapes(model, {"x": 0}, 3).shape("y") is None  # ONNX cannot type an If's outputs
+    inlined = shapes.inline_static_ifs(model, {"x": 0}, (2, 3))
+    assert [n.op_type for n in inlined.graph.node][-2:] == ["Relu", "Identity"]
+    assert shapes.infer_shapes(inlined, {"x": 0}, 3).shape("y") == (3, 6)
+    onnx.checker.check_model(inlined)
+    assert any(n.op_type == "If" for n in model.graph.node)  # the input model is left as it was
+
+
+def test_an_if_on_the_batch_size_is_left_alone():
+    model = _branch_on_dim(0)  # batch 2: else, batch 3: then
+    assert shapes.inline_static_ifs(model, {"x": 0}, (2, 3)) is model
