@@ -24,6 +24,7 @@ MODELS = [
     "timm:swin_tiny_patch4_window7_224",
     "timm:regnety_008",
     "timm:deit_tiny_patch16_224",
+    "timm:hieradet_small",  # its export resizes the position embedding inside an If on sizes (shapes.py)
     "torchvision:resnet18",
     "torchvision:densenet121",
     "torchvision:mobilenet_v2",
