@@ -264,13 +264,14 @@ class Predictor:
         Such a feature is standardised to 0 (:class:`~gnnperf.predictor.model.Standardize`), so the prediction
         is the one for the training value: e.g. ``log2_devices`` from a checkpoint trained on one device only.
         """
-        names = self.hparams["graph_features"]
+        from gnnperf.graph.features import WORKLOAD_FEATURES
+
+        workload = {name for name, _ in WORKLOAD_FEATURES}
         std = self.model.standardize["u"]
         return [
             name
-            for j, name in enumerate(names)
-            if name in _WORKLOAD_FEATURES or name.split("=")[0] in _WORKLOAD_FEATURES
-            if not bool(std.varied[j]) and abs(float(u[j]) - float(std.mean[j])) > 1e-6
+            for j, name in enumerate(self.hparams["graph_features"])
+            if name in workload and not bool(std.varied[j]) and abs(float(u[j]) - float(std.mean[j])) > 1e-6
         ]
 
     def _outside_training_range(self, workload) -> list[str]:
@@ -292,20 +293,6 @@ class Predictor:
         vocab = self.hparams["op_vocab"]
         seen = dict(zip(vocab, self.model.seen_ops.tolist()))
         return sorted({n.op_type for n in graph.nodes if not seen.get(n.op_type, seen.get("OTHER", False))})
-
-
-# Graph-level features that describe the workload rather than the model (features.GRAPH_FEATURES; one-hot
-# groups by their prefix).
-_WORKLOAD_FEATURES = (
-    "log2_batch",
-    "precision",
-    "mode",
-    "optimizer",
-    "timed",
-    "h2d",
-    "channels_last",
-    "log2_devices",
-)
 
 
 def _calibration_key(row: Mapping[str, Any]) -> tuple:

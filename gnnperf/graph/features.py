@@ -124,7 +124,8 @@ EDGE_FEATURES: list[tuple[str, str]] = [
     ("rank", "rank of the tensor"),
     *((f"dtype={d}", f"one-hot: tensor dtype {d}") for d in EDGE_DTYPES),
 ]
-GRAPH_FEATURES: list[tuple[str, str]] = [
+# The graph-level features that describe the workload rather than the model; they open GRAPH_FEATURES.
+WORKLOAD_FEATURES: list[tuple[str, str]] = [
     ("log2_batch", "log2 of the batch size"),
     *((f"precision={p}", f"one-hot: precision {p}") for p in PRECISIONS),
     *((f"mode={m}", f"one-hot: mode {m}") for m in MODES),
@@ -133,6 +134,9 @@ GRAPH_FEATURES: list[tuple[str, str]] = [
     ("h2d", "1 if the host-to-device input copy is inside the timed region"),
     ("channels_last", "1 if inputs and weights use channels-last memory format"),
     ("log2_devices", "log2 of the number of devices"),
+]
+GRAPH_FEATURES: list[tuple[str, str]] = [
+    *WORKLOAD_FEATURES,
     *((f"log_input_dim{i}", f"log1p of per-sample input dim {i} (0 if absent)") for i in (0, 1, 2)),
     ("log_total_flops", "log1p forward FLOPs of the whole graph"),
     ("log_total_bytes", "log1p bytes moved by the whole graph"),
