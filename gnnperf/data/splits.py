@@ -8,7 +8,7 @@ row. Splits depend only on the table's content and the seed (groups are sorted b
 |---|---|---|
 | ``random`` | rows: chunk ``fold`` of a seeded permutation, ``test_frac`` of the rows (default ``1/num_folds``) | ``val_frac`` of the rows, from the rest |
 | ``holdout_model`` | models (``model_ref``): chunk ``fold`` of the shuffled models, ``test_frac`` of them | ``val_frac`` of the models, from the rest |
-| ``holdout_family`` | families ``fold::num_folds`` of the sorted family list (of the ``family_query`` rows) | ``val_frac`` of the remaining models |
+| ``holdout_family`` | families ``fold::num_folds`` of the sorted family list (of the ``family_query`` rows) | ``val_frac`` of the remaining models (``val_by="family"``: of the remaining families) |
 | ``holdout_hardware`` | device ``fold`` of the sorted device list | ``val_frac`` of the models, on the other devices |
 | ``holdout_column`` | rows whose ``column`` is one of ``values`` (``source``: train on CNN tables, test on transformers) | ``val_frac`` of the other models |
 """
@@ -136,11 +136,15 @@ def holdout_family(
     num_folds: int,
     val_frac: float = 0.1,
     family_query: str | None = None,
+    val_by: str = "model",
 ) -> dict[str, np.ndarray]:
     """Leave-family-out: fold ``f`` tests families ``f::num_folds`` of the sorted family list.
 
     ``family_query`` takes the family list from the rows it selects only (e.g. one benchmark table, so its folds
     stay the same when other tables join the training data); a held-out family's rows of every table are tested.
+    ``val_by="family"`` validates on ``val_frac`` of the remaining families (their rows of every table) instead of
+    ``val_frac`` of the remaining models, so that early stopping and the best checkpoint are chosen on families
+    the model has not seen, the question the test part asks.
     """
     listed = select_samples(samples, family_query) if family_query else samples
     families = np.unique(listed["family"].to_numpy())
@@ -154,7 +158,16 @@ def holdout_family(
         )
     test = _rows(samples, "family", test_families)
     rest = np.setdiff1d(np.arange(len(samples)), test)
-    train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+    if val_by == "model":
+        train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+    elif val_by == "family":
+        val_families, _ = _take_val(
+            np.setdiff1d(families, test_families), val_frac, np.random.default_rng(seed)
+        )
+        val = _rows(samples, "family", val_families)
+        train = np.setdiff1d(rest, val)
+    else:
+        raise GnnperfError(f"holdout_family: bad val_by {val_by!r}; expected 'model' or 'family'")
     return {"train": train, "val": val, "test": test}
 
 

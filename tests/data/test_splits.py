@@ -81,6 +81,17 @@ def test_holdout_family_folds_test_each_family_once() -> None:
     assert sorted(seen) == FAMILIES
 
 
+def test_holdout_family_can_validate_on_unseen_families() -> None:
+    df = table()
+    split = make_split("holdout_family", df, seed=0, fold=0, num_folds=2, val_frac=0.5, val_by="family")
+    fams = groups(df, split, "family")
+    assert fams["test"] == set(FAMILIES[0::2])
+    assert len(fams["val"]) == 1 and fams["val"] < set(FAMILIES[1::2])
+    assert not fams["train"] & fams["val"] and fams["train"] | fams["val"] == set(FAMILIES[1::2])
+    with pytest.raises(GnnperfError, match="bad val_by 'modle'"):
+        make_split("holdout_family", df, val_by="modle")
+
+
 def test_holdout_hardware_leaves_one_device_out() -> None:
     df = table()
     for fold, device in enumerate(DEVICES):
