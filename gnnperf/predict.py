@@ -59,6 +59,24 @@ def workload_range(samples) -> dict[str, list[int]]:
     return {k: [int(samples[k].min()), int(samples[k].max())] for k in _RANGED}
 
 
+# Categorical workload fields whose values a checkpoint records per device kind (trained_on.workload_by_kind): each
+# is learned across kinds, so a value seen only on GPUs (channels_last, amp_fp16) is extrapolated on a CPU.
+_BY_KIND = ("mode", "precision", "timed", "memory_format")
+
+
+def workload_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
+    """``{device kind: {field: sorted values}}`` of the categorical workload fields over a samples frame.
+
+    Args:
+        kind_of: device name -> its kind (``gpu``/``cpu``), for every device of ``samples``.
+    """
+    kinds = samples["hardware"].map(kind_of)
+    return {
+        str(kind): {k: sorted(map(str, part[k].unique())) for k in _BY_KIND}
+        for kind, part in samples.groupby(kinds, sort=True)
+    }
+
+
 @dataclass(frozen=True)
 class Query:
     """One prediction request (GUIDE "Model reference" and workload fields; see :class:`Workload`).
@@ -238,6 +256,7 @@ class Predictor:
                 "unseen_op_types": self._unseen_op_types(graph),
                 "unlearned_workload": self._unlearned_workload(items[i].u[0]),
                 "outside_training_range": self._outside_training_range(workload),
+                "unseen_on_device_kind": self._unseen_on_device_kind(workload, spec.kind),
             }
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
@@ -286,6 +305,23 @@ class Predictor:
             value = getattr(workload, name)
             if lo < hi and not lo <= value <= hi:
                 out.append(f"{name}={value} (trained {lo}..{hi})")
+        return out
+
+    def _unseen_on_device_kind(self, workload, kind: str) -> list[str]:
+        """``field=value`` for each workload value seen in training on another device kind but never on ``kind``.
+
+        A value seen on no device at all is left to :meth:`_unlearned_workload`. Checkpoints saved before these
+        values were recorded give an empty list.
+        """
+        seen = self.info.get("trained_on", {}).get("workload_by_kind", {})
+        values = {"timed": workload.timed_label}
+        out = []
+        for name in _BY_KIND:
+            value = str(values.get(name, getattr(workload, name)))
+            here = seen.get(kind, {}).get(name, [])
+            elsewhere = {v for k, fields in seen.items() if k != kind for v in fields.get(name, [])}
+            if value not in here and value in elsewhere:
+                out.append(f"{name}={value} (a {kind} in training had only: {', '.join(here) or 'none'})")
         return out
 
     def _unseen_op_types(self, graph) -> list[str]:

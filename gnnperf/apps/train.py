@@ -26,7 +26,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     from gnnperf.eval.compare import baseline_data, compare
     from gnnperf.eval.tables import print_table
-    from gnnperf.predict import save_predictor, workload_range
+    from gnnperf.predict import save_predictor, workload_by_kind, workload_range
     from gnnperf.predictor.fallback import UnseenOpFallback, check_fallback_name
 
     if cfg.get("unseen_op_fallback"):
@@ -63,6 +63,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             model.model.seen_ops.cpu().numpy(), train_data, baseline=str(cfg.unseen_op_fallback)
         )
     # saved before the baselines run: a failure there (memory, a baseline bug) does not lose the trained model
+    train_samples = dm.dataset.samples.iloc[dm.split["train"]]
     save_predictor(
         model,
         cfg.checkpoint_out,
@@ -72,7 +73,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "stores": list(cfg.data.stores),
             "split": OmegaConf.to_container(cfg.split),
             "seed": int(cfg.seed),
-            "workload_range": workload_range(dm.dataset.samples.iloc[dm.split["train"]]),
+            "workload_range": workload_range(train_samples),
+            "workload_by_kind": workload_by_kind(
+                train_samples, {name: spec.kind for name, spec in dm.dataset.hardware_specs.items()}
+            ),
         },
         metrics={**val_metrics, **test_metrics},
         unseen_op_fallback=fallback.state_dict() if fallback is not None else None,

@@ -134,6 +134,9 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"  outside this checkpoint's training range, extrapolated: {', '.join(row['outside_training_range'])}"
         )
+    if row["unseen_on_device_kind"]:
+        unseen = ", ".join(row["unseen_on_device_kind"])
+        print(f"  never seen on this kind of device in training, extrapolated: {unseen}")
     if row["unseen_op_types"]:
         how = (
             f"{row['unseen_op_share']:.0%} of its roofline time; blended with the {row['fallback_baseline']} baseline, "

@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -151,6 +152,23 @@ def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
         assert lo == pytest.approx(r["iteration_time_ms"] * math.exp(q_lo), rel=1e-4)
         assert hi == pytest.approx(r["iteration_time_ms"] * math.exp(q_hi), rel=1e-4)
         assert len(r["breakdown"]) == 3
+
+
+def test_workload_values_seen_only_on_gpus_are_named_on_a_cpu(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    seen = predictor.info["trained_on"]["workload_by_kind"]
+    assert set(seen) == {"gpu"} and seen["gpu"]["mode"] == ["train"]
+    query = Query("zoo:mlp?depth=4&width=48&in_features=16", "rtx-3090", 4)
+    # a CPU record of this project's data
+    cpu_spec = ROOT / "datasets" / "cpu" / "hardware" / "cpu-intel-xeon-1t.json"
+    gpu, cpu = predictor.predict(
+        [query, replace(query, hardware="cpu-intel-xeon-1t")], hardware_file=cpu_spec
+    )
+    assert gpu["unseen_on_device_kind"] == []
+    assert cpu["unseen_on_device_kind"] == [
+        f"{name}={cpu[name]} (a cpu in training had only: none)"
+        for name in ("mode", "precision", "timed", "memory_format")
+    ]
 
 
 def test_op_types_unseen_in_training_lean_on_the_flops_baseline(trained):
