@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,8 @@ import gnnperf.predict as predict_module
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.features import FEATURE_VERSION
 from gnnperf.predict import SHIPPED_CHECKPOINT, Predictor, Query
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_shipped_checkpoint_loads_and_has_a_model_card():
@@ -64,3 +67,12 @@ def test_a_workload_it_never_learned_is_named():
         "num_devices=8 (trained 1..4)"
     ]  # DataParallel rows had 1-4 GPUs
     assert fp16["outside_training_range"] == []
+    # its CPU rows are all NCHW fp32: channels-last on a CPU is named, on a GPU it is not
+    cpu_file = ROOT / "datasets" / "cpu" / "hardware" / "cpu-intel-xeon-1t.json"
+    nhwc = Query("torchvision:resnet18", "cpu-intel-xeon-1t", 8, memory_format="channels_last")
+    (cpu,) = predictor.predict(nhwc, hardware_file=cpu_file)
+    assert cpu["unseen_on_device_kind"] == [
+        "memory_format=channels_last (a cpu in training had only: contiguous)"
+    ]
+    (gpu,) = predictor.predict(Query("torchvision:resnet18", "t4", 8, memory_format="channels_last"))
+    assert gpu["unseen_on_device_kind"] == []
