@@ -256,8 +256,8 @@ class Predictor:
                 "unseen_op_types": self._unseen_op_types(graph),
                 "unlearned_workload": self._unlearned_workload(items[i].u[0]),
                 "outside_training_range": self._outside_training_range(workload),
-                "unseen_on_device_kind": self._unseen_on_device_kind(workload, spec.kind),
             }
+            row["unseen_on_device_kind"] = self._unseen_on_device_kind(row, spec.kind)
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
@@ -307,17 +307,16 @@ class Predictor:
                 out.append(f"{name}={value} (trained {lo}..{hi})")
         return out
 
-    def _unseen_on_device_kind(self, workload, kind: str) -> list[str]:
+    def _unseen_on_device_kind(self, row: Mapping[str, Any], kind: str) -> list[str]:
         """``field=value`` for each workload value seen in training on another device kind but never on ``kind``.
 
-        A value seen on no device at all is left to :meth:`_unlearned_workload`. Checkpoints saved before these
+        ``row`` is the prediction's row, whose workload keys are the sample columns recorded in training. A value seen on no device at all is left to :meth:`_unlearned_workload`. Checkpoints saved before these
         values were recorded give an empty list.
         """
         seen = self.info.get("trained_on", {}).get("workload_by_kind", {})
-        values = {"timed": workload.timed_label}
         out = []
         for name in _BY_KIND:
-            value = str(values.get(name, getattr(workload, name)))
+            value = str(row[name])
             here = seen.get(kind, {}).get(name, [])
             elsewhere = {v for k, fields in seen.items() if k != kind for v in fields.get(name, [])}
             if value not in here and value in elsewhere:
