@@ -80,6 +80,7 @@ def build_model(hparams: Mapping[str, Any], stats: Stats | None = None) -> PerfG
         device_dropout=h["device_dropout"],
         op_dropout=h.get("op_dropout", 0.0),  # checkpoints before it trained without
         hardware_conditioning=h.get("hardware_conditioning", True),  # likewise
+        node_workload=h.get("node_workload", False),  # likewise
         stats=stats,
     )
 

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor, nn
 
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.features import OP_VOCAB
+from gnnperf.graph.features import OP_VOCAB, WORKLOAD_FEATURES
 from gnnperf.predictor.backbones import build
 from gnnperf.predictor.conditioning import HardwareConditioning
 from gnnperf.predictor.readout import build_readout
@@ -93,6 +93,11 @@ class PerfGNN(nn.Module):
         op_dropout: during training, the probability of hiding each op type for a batch, the way an op type
             unseen in training is hidden (its one-hot column zero, no embedding), so that the network learns to
             cost an op from its numeric features alone (the held-out LSTMs of experiments/cpu_holdout_family).
+        node_workload: append each graph's standardised workload features (the leading ``WORKLOAD_FEATURES``
+            of ``u``: batch, precision, mode, timed region, layout...) to every op's encoder input, so that the
+            first MLP can form per-op interactions such as grouped convolution x channels-last. FiLM scales all
+            ops of a graph alike and did not learn that one (experiments/timm_train_family, grouped_conv.py).
+            Tried there: no gain (13.7 vs 13.2% MAPE on held-out families), so off by default.
         stats: train-split ``{key: (mean, std)}`` for ``x, edge_attr, u, hw`` and ``agg``; None leaves the
             identity (e.g. before loading a state dict, which restores them).
     """
@@ -118,10 +123,12 @@ class PerfGNN(nn.Module):
         device_dropout: float = 0.1,
         op_dropout: float = 0.0,
         hardware_conditioning: bool = True,
+        node_workload: bool = False,
         stats: Stats | None = None,
     ) -> None:
         super().__init__()
         self.num_ops, self.op_dropout = num_ops, op_dropout
+        self.node_workload = len(WORKLOAD_FEATURES) if node_workload else 0
         self.hardware_conditioning = hardware_conditioning
         self.use_agg = use_agg and agg_dim > 0
         self.bidirectional = bidirectional
@@ -131,7 +138,9 @@ class PerfGNN(nn.Module):
             self.set_stats(stats)
         self.op_embedding = nn.Embedding(num_ops, op_embedding_dim) if op_embedding_dim > 0 else None
         self.node_encoder = nn.Sequential(
-            nn.Linear(node_dim + op_embedding_dim, hidden), nn.GELU(), nn.Linear(hidden, hidden)
+            nn.Linear(node_dim + op_embedding_dim + self.node_workload, hidden),
+            nn.GELU(),
+            nn.Linear(hidden, hidden),
         )
         self.conditioning = HardwareConditioning(
             hw_dim, graph_dim, hidden, layers, num_devices, device_dropout
@@ -175,6 +184,12 @@ class PerfGNN(nn.Module):
             x = torch.cat([x[:, : self.num_ops] * ~hide, x[:, self.num_ops :]], dim=-1)
         if self.op_embedding is not None:
             x = torch.cat([x, self.op_embedding(batch.op) * known[batch.op].unsqueeze(-1)], dim=-1)
+        node_batch = getattr(batch, "batch", None)
+        if node_batch is None:  # a single Data, not a Batch
+            node_batch = torch.zeros(x.shape[0], dtype=torch.long, device=x.device)
+        u = self.standardize["u"](batch.u)
+        if self.node_workload:
+            x = torch.cat([x, u[node_batch, : self.node_workload]], dim=-1)
         h = self.node_encoder(x)
         edge_index = batch.edge_index
         edge_attr = self.standardize["edge_attr"](batch.edge_attr)
@@ -182,13 +197,10 @@ class PerfGNN(nn.Module):
             edge_index = torch.cat([edge_index, edge_index.flip(0)], dim=1)
             along, against = (torch.full_like(edge_attr[:, :1], v) for v in (0.0, 1.0))
             edge_attr = torch.cat([torch.cat([edge_attr, along], 1), torch.cat([edge_attr, against], 1)])
-        node_batch = getattr(batch, "batch", None)
-        if node_batch is None:  # a single Data, not a Batch
-            node_batch = torch.zeros(h.shape[0], dtype=torch.long, device=h.device)
         hw, hw_id = self.standardize["hw"](batch.hw), getattr(batch, "hw_id", None)
         if not self.hardware_conditioning:  # every device looks like the train-split mean (0, standardised)
             hw, hw_id = torch.zeros_like(hw), None
-        context, film = self.conditioning(hw, self.standardize["u"](batch.u), hw_id)
+        context, film = self.conditioning(hw, u, hw_id)
         h = self.backbone(h, edge_index, edge_attr, node_batch, film)
         if self.agg_encoder is not None:
             context = torch.cat([context, self.agg_encoder(self.standardize["agg"](batch.agg))], dim=-1)

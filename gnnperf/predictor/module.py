@@ -33,7 +33,7 @@ class PerfModule(pl.LightningModule):
 
     Args:
         hidden, layers, backbone, readout, dropout, use_agg, op_embedding_dim, heads, bidirectional,
-            device_dropout, op_dropout, hardware_conditioning: see :class:`PerfGNN`.
+            device_dropout, op_dropout, hardware_conditioning, node_workload: see :class:`PerfGNN`.
         device_embedding: learn an embedding per device in ``devices`` (unseen devices use the spec alone).
         loss: ``mse``, ``huber`` or ``mape`` (on log ms); ``loss_kwargs`` e.g. ``{"delta": 0.5}``.
         optimizer: partial taking ``params``; default AdamW(lr=1e-3).
@@ -58,6 +58,7 @@ class PerfModule(pl.LightningModule):
         device_dropout: float = 0.1,
         op_dropout: float = 0.0,
         hardware_conditioning: bool = True,
+        node_workload: bool = False,
         device_embedding: bool = True,
         loss: str = "mse",
         loss_kwargs: dict[str, float] | None = None,

@@ -151,6 +151,27 @@ def test_without_hardware_conditioning_only_the_roofline_sees_the_device():
         small_model(readout="pooled", hardware_conditioning=False)
 
 
+def test_node_workload_lets_each_op_see_the_layout():
+    from gnnperf.graph.features import GRAPH_FEATURES
+
+    column = [n for n, _ in GRAPH_FEATURES].index("channels_last")
+    nchw = make_graph(10, seed=4)
+    nchw.u = nchw.u.clone()
+    nchw.u[0, column] = 0.0
+    nhwc = nchw.clone()
+    nhwc.u = nchw.u.clone()
+    nhwc.u[0, column] = 1.0
+    pair = Batch.from_data_list([nchw, nhwc])
+    states = {}
+    for node_workload in (False, True):
+        model = small_model(node_workload=node_workload, stats=stats_of([nchw, nhwc])).eval()
+        with torch.no_grad():  # FiLM starts as the identity: only the encoder input can tell the two apart
+            h, _, node_batch = model._encode(pair)
+        states[node_workload] = (h[node_batch == 0], h[node_batch == 1])
+    torch.testing.assert_close(*states[False])
+    assert not torch.allclose(*states[True])
+
+
 def test_hardware_vector_changes_prediction_and_op_costs():
     model = small_model().eval()
     # Non-zero FiLM weights (as after training) so the device scales every op, not only the readout's scale.
