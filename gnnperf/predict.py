@@ -310,8 +310,9 @@ class Predictor:
     def _unseen_on_device_kind(self, row: Mapping[str, Any], kind: str) -> list[str]:
         """``field=value`` for each workload value seen in training on another device kind but never on ``kind``.
 
-        ``row`` is the prediction's row, whose workload keys are the sample columns recorded in training. A value seen on no device at all is left to :meth:`_unlearned_workload`. Checkpoints saved before these
-        values were recorded give an empty list.
+        ``row`` is the prediction's row, whose workload keys are the sample columns recorded in training. A value
+        seen on no device at all is left to :meth:`_unlearned_workload`. Checkpoints saved before these values
+        were recorded give an empty list.
         """
         seen = self.info.get("trained_on", {}).get("workload_by_kind", {})
         out = []
