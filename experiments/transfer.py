@@ -14,6 +14,7 @@ the store's runs of that model on ``g``. Predictors, each scored against the mea
   (b + c log(FLOPs per op)) log peak``, with peak the device's data-sheet rate for the precision (the TF32 tensor
   rate for TF32), so a model with large ops scales with the peak and one of many small ops does not; a per-model
   offset and two shared slopes, fitted by least squares on every training row, then ``t_h`` from the law.
+- ``gnn+law@all``: the geometric mean of ``gnn`` and ``law@all`` (weights 1/2, fixed beforehand).
 
 The rows of a model measured on no training device are left out (and counted). Prints one comparison table per
 held-out device and their mean; writes them as JSON.
@@ -153,7 +154,9 @@ def device_table(
     )
     law_test = test.set_index("sample_id").loc[ids].reset_index()
     law_test = law_test.assign(log_peak=log_peaks([held] * len(law_test), law_test["precision"]))
-    frames["law@all"] = prediction_frame(scaling_law(law_train, law_test, intensity), true)
+    law = scaling_law(law_train, law_test, intensity)
+    frames["law@all"] = prediction_frame(law, true)
+    frames["gnn+law@all"] = prediction_frame(np.sqrt(gnn.loc[ids, "pred_ms"].to_numpy() * law), true)
     for ref in sorted(pairs["hardware_ref"].unique()):
         one = pairs.loc[pairs["hardware_ref"] == ref].set_index("sample_id")
         truth = test.set_index("sample_id").loc[one.index, "iteration_time_ms"].to_numpy()
