@@ -92,10 +92,17 @@ def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any
         raise GnnperfError(f"checkpoint not found: {path}")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
-        hparams = dict(ckpt["hyper_parameters"])
-        state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    except Exception as e:
-        raise GnnperfError(f"cannot read checkpoint {path}: {type(e).__name__}: {e}") from None
+    except Exception as e:  # torch raises many types for a file that is not one of its archives
+        raise GnnperfError(
+            f"cannot read checkpoint {path}: not a PyTorch checkpoint or truncated ({type(e).__name__}: {e})"
+        ) from None
+    if not isinstance(ckpt, dict) or not {"hyper_parameters", "state_dict"} <= ckpt.keys():
+        raise GnnperfError(
+            f"{path} is not a gnnperf predictor checkpoint (no hyper_parameters and state_dict; "
+            "gnnperf-train writes one as predictor.ckpt)"
+        )
+    hparams = dict(ckpt["hyper_parameters"])
+    state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     check_compatible(hparams)
     model = build_model(hparams)
     model.load_state_dict(state)

@@ -56,6 +56,22 @@ def test_no_checkpoint_at_all_is_a_user_error(monkeypatch, tmp_path):
         Predictor.from_checkpoint(None)
 
 
+def test_a_file_that_is_no_predictor_checkpoint_is_a_user_error(tmp_path):
+    import torch
+
+    text, other = tmp_path / "notes.ckpt", tmp_path / "weights.ckpt"
+    text.write_text("not a checkpoint\n")
+    torch.save({"weights": torch.zeros(2)}, other)  # a PyTorch file, but not what gnnperf-train writes
+    with pytest.raises(GnnperfError, match="not a PyTorch checkpoint or truncated"):
+        Predictor.from_checkpoint(text)
+    with pytest.raises(GnnperfError, match="is not a gnnperf predictor checkpoint"):
+        Predictor.from_checkpoint(other)
+    truncated = tmp_path / "cut.ckpt"
+    truncated.write_bytes(SHIPPED_CHECKPOINT.read_bytes()[:4096])
+    with pytest.raises(GnnperfError, match="not a PyTorch checkpoint or truncated"):
+        Predictor.from_checkpoint(truncated)
+
+
 def test_a_workload_it_never_learned_is_named():
     predictor = Predictor.from_checkpoint(None)  # its data has no fp64 rows (MODEL_CARD.md)
     queries = [Query("torchvision:resnet18", "t4", 8, precision=p, num_devices=2) for p in ("fp16", "fp64")]
