@@ -14,6 +14,7 @@ the store's runs of that model on ``g``. Predictors, each scored against the mea
   (b + c log(FLOPs per op)) log peak``, with peak the device's data-sheet rate for the precision (the TF32 tensor
   rate for TF32), so a model with large ops scales with the peak and one of many small ops does not; a per-model
   offset and two shared slopes, fitted by least squares on every training row, then ``t_h`` from the law.
+  Left out where the scored workloads ran on one training device only (the slopes are then not determined).
 - ``gnn+law@all``: the geometric mean of ``gnn`` and ``law@all`` (weights 1/2, fixed beforehand).
 
 The rows of a model measured on no training device are left out (and counted). Prints one comparison table per
@@ -33,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from gnnperf.data.processing import workload_from_row
-from gnnperf.data.store import SampleStore
+from gnnperf.data.store import SampleStore, select_samples
 from gnnperf.errors import GnnperfError, run_script
 from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import prediction_frame
@@ -78,14 +79,15 @@ def query(row: pd.Series, hardware: str) -> Query:
     )  # fmt: skip
 
 
-def flops_per_op(refs: pd.Series) -> dict[str, float]:
-    """log(forward FLOPs per op) of each model at its graph's batch 1 (a size, so the batch does not matter)."""
+def flops_per_op(rows: pd.DataFrame) -> dict[str, float]:
+    """log(forward FLOPs per op) of each model of ``rows`` at batch 1 (a size: the batch does not matter)."""
     from gnnperf.graph.build import GraphCache, build_graph
     from gnnperf.graph.cost import graph_costs
 
     out = {}
-    for ref, shape in refs.groupby(level=0).first().items():
-        graph = build_graph(ref, tuple(int(d) for d in shape.split(",")), cache=GraphCache())
+    for ref, shape in rows.groupby("model_ref")["input_shape"].first().items():
+        shape = tuple(int(d) for d in shape.split(","))
+        graph = build_graph(ref, shape, cache=GraphCache(), cached_only=True)  # the job's graphs
         costs, _ = graph_costs(graph, 1)
         out[ref] = float(np.log(max(sum(c.flops for c in costs), 1.0) / len(graph.nodes)))
     return out
@@ -109,9 +111,7 @@ def scaling_law(train: pd.DataFrame, test: pd.DataFrame, intensity: dict[str, fl
     return np.exp(design(test) @ coef)
 
 
-def device_table(
-    job: Path, samples: pd.DataFrame, intensity: dict[str, float]
-) -> tuple[str, pd.DataFrame, int]:
+def device_table(job: Path, samples: pd.DataFrame) -> tuple[str, pd.DataFrame, int]:
     """The comparison table of one held-out-device job, its device, and how many test rows had no reference."""
     gnn = read_predictions(job).query("predictor == 'gnn'").set_index("sample_id")
     test = samples.loc[samples["sample_id"].isin(gnn.index)]
@@ -149,14 +149,17 @@ def device_table(
     frames["gnn@all"] = prediction_frame(
         np.exp(by_id["transfer"].apply(lambda s: np.log(s).mean()).loc[ids]), true
     )
-    law_train = train.assign(
-        t=train["iteration_time_ms"], log_peak=log_peaks(train["hardware"], train["precision"])
-    )
     law_test = test.set_index("sample_id").loc[ids].reset_index()
     law_test = law_test.assign(log_peak=log_peaks([held] * len(law_test), law_test["precision"]))
-    law = scaling_law(law_train, law_test, intensity)
-    frames["law@all"] = prediction_frame(law, true)
-    frames["gnn+law@all"] = prediction_frame(np.sqrt(gnn.loc[ids, "pred_ms"].to_numpy() * law), true)
+    law_train = train.loc[train["model_ref"].isin(law_test["model_ref"])]
+    if law_train["hardware"].nunique() >= 2:  # with one device the slopes are not determined
+        law_train = law_train.assign(
+            t=law_train["iteration_time_ms"],
+            log_peak=log_peaks(law_train["hardware"], law_train["precision"]),
+        )
+        law = scaling_law(law_train, law_test, flops_per_op(law_test))
+        frames["law@all"] = prediction_frame(law, true)
+        frames["gnn+law@all"] = prediction_frame(np.sqrt(gnn.loc[ids, "pred_ms"].to_numpy() * law), true)
     for ref in sorted(pairs["hardware_ref"].unique()):
         one = pairs.loc[pairs["hardware_ref"] == ref].set_index("sample_id")
         truth = test.set_index("sample_id").loc[one.index, "iteration_time_ms"].to_numpy()
@@ -176,16 +179,18 @@ def main() -> None:
     p.add_argument(
         "--store", type=Path, nargs="+", required=True, help="the sample stores the jobs trained on"
     )
+    p.add_argument("--query", help="keep only these samples (a pandas query, e.g. the data config's)")
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
     samples = pd.concat(
         [SampleStore(s, readonly=True).read(status="ok") for s in args.store], ignore_index=True
     )
+    if args.query:
+        samples = select_samples(samples, args.query)
     samples = samples.assign(code_precision=samples["precision"].replace({"tf32": "fp32"}))
-    intensity = flops_per_op(samples.set_index("model_ref")["input_shape"])
     tables, out = [], {}
     for job in args.jobs:
-        held, table, missing = device_table(job, samples, intensity)
+        held, table, missing = device_table(job, samples)
         print(f"\n{held} ({job}; {missing} test rows without a reference left out)")
         print(to_markdown(table))
         tables.append(table)

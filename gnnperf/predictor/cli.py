@@ -67,6 +67,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a reference model measured on this hardware with this workload (batch size, iteration ms); "
         "the prediction is scaled by measured / predicted for it (repeatable: geometric mean)",
     )
+    parser.add_argument(
+        "--measured-on",
+        nargs=2,
+        metavar=("HARDWARE", "MS"),
+        help="this model and workload took MS ms per iteration on HARDWARE (a device you have): the prediction is "
+        "MS times the predicted ratio between the two devices",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
 
 
@@ -94,6 +101,8 @@ def run(args: argparse.Namespace) -> int:
         h2d=args.h2d,
         num_devices=args.num_devices,
     )
+    if args.calibrate and args.measured_on:
+        raise GnnperfError("--calibrate and --measured-on are two ways to anchor a prediction: give one")
     if args.calibrate:
         predictor.calibrate(
             [
@@ -102,7 +111,17 @@ def run(args: argparse.Namespace) -> int:
             ],
             hardware_file=args.hardware_file,
         )
-    (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
+    if args.measured_on:
+        hardware, ms = args.measured_on
+        try:
+            ms = float(ms)
+        except ValueError:
+            raise GnnperfError(f"--measured-on {hardware} {ms}: expected a device and milliseconds") from None
+        row = predictor.transfer(
+            query, hardware, ms, breakdown=args.breakdown, hardware_file=args.hardware_file
+        )
+    else:
+        (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
     if args.epoch_samples:
         row["epoch"] = epoch_estimate(row, args.epoch_samples)
     if args.json:
@@ -147,6 +166,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"  op types unseen in training: {', '.join(row['unseen_op_types'])} ({how})")
     if "calibration_factor" in row:
         print(f"  calibrated on {len(args.calibrate)} measurement(s): x{row['calibration_factor']:.3f}")
+    if "measured_on" in row:
+        ref = row["measured_on"]
+        print(
+            f"  from {ref['ms']:.2f} ms measured on {ref['hardware']} (predicted there {ref['predicted_ms']:.2f} ms): "
+            f"x{row['transfer_factor']:.3f}"
+        )
     for op in row.get("breakdown", []):
         print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
     return 0

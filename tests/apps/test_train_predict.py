@@ -254,6 +254,54 @@ def test_calibration_scales_its_device_and_workload_only(trained):
             predictor.calibrate(bad)
 
 
+def test_transfer_scales_the_target_by_the_measured_over_predicted_ratio_on_the_reference(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    query = Query("zoo:mlp?depth=4&width=48&in_features=16", "a100-sxm4-40gb", 4)
+    target, there = predictor.predict([query, Query(query.model, "t4", 4)], breakdown=2)
+    measured = there["iteration_time_ms"] * 2.0  # the model runs 2x slower on the t4 than predicted
+    row = predictor.transfer(query, "t4", measured, breakdown=2)
+    assert row["transfer_factor"] == pytest.approx(2.0, rel=1e-4)
+    assert row["iteration_time_ms"] == pytest.approx(2.0 * target["iteration_time_ms"], rel=1e-4)
+    assert row["interval_ms"][0] == pytest.approx(2.0 * target["interval_ms"][0], rel=1e-4)
+    assert row["breakdown"][0]["ms"] == pytest.approx(2.0 * target["breakdown"][0]["ms"], rel=1e-4)
+    assert row["measured_on"] == {
+        "hardware": "t4",
+        "ms": measured,
+        "predicted_ms": there["iteration_time_ms"],
+    }
+    same = predictor.transfer(Query(query.model, "t4", 4), "t4", 7.5)  # measured on the device asked about
+    assert same["iteration_time_ms"] == pytest.approx(7.5, rel=1e-6)
+    later = predictor.predict(query)[0]  # nothing is kept for later predictions
+    assert "transfer_factor" not in later
+    assert later["iteration_time_ms"] == pytest.approx(target["iteration_time_ms"], rel=1e-5)
+    for bad in (0.0, -1.0, float("inf")):
+        with pytest.raises(GnnperfError, match="positive number of ms"):
+            predictor.transfer(query, "t4", bad)
+
+
+def test_predict_cli_transfers_from_a_measurement_on_another_device(trained):
+    run = [sys.executable, "-m", "gnnperf.cli", "predict", "zoo:mlp?depth=4&width=48&in_features=16"]
+    run += ["--hardware", "a100-sxm4-40gb", "--batch-size", "4", "--checkpoint", str(trained[0])]
+    ok = subprocess.run(
+        [*run, "--measured-on", "t4", "5.0", "--json"], capture_output=True, text=True, cwd=ROOT
+    )
+    assert ok.returncode == 0, ok.stderr
+    row = json.loads(ok.stdout)
+    assert row["measured_on"]["hardware"] == "t4" and row["measured_on"]["ms"] == 5.0
+    python = Predictor.from_checkpoint(trained[0]).transfer(
+        Query(row["model"], "a100-sxm4-40gb", 4), "t4", 5.0
+    )
+    assert row["iteration_time_ms"] == pytest.approx(python["iteration_time_ms"], rel=1e-5)
+    calibrate = ["--calibrate", "zoo:mlp?depth=2&width=32&in_features=16", "8", "3.0"]
+    for bad in (
+        ["--measured-on", "t4", "fast"],
+        ["--measured-on", "t5", "5"],
+        ["--measured-on", "t4", "5", *calibrate],
+    ):
+        res = subprocess.run([*run, *bad], capture_output=True, text=True, cwd=ROOT)
+        assert res.returncode == 2 and len(res.stderr.strip().splitlines()) == 1, res.stderr
+
+
 def test_epoch_estimate_counts_iterations_over_every_device():
     row = {"batch_size": 32, "num_devices": 4, "iteration_time_ms": 250.0, "interval_ms": [200.0, 400.0]}
     epoch = epoch_estimate(row, 1000)  # 7.8 iterations of 128 samples: the last one counts as full
