@@ -165,7 +165,7 @@ class Predictor:
         from gnnperf.errors import GnnperfError
 
         pairs = list(measured)
-        bad = [ms for _, ms in pairs if not (isinstance(ms, (int, float)) and math.isfinite(ms) and ms > 0)]
+        bad = [ms for _, ms in pairs if not _positive_ms(ms)]
         if not pairs or bad:
             raise GnnperfError(f"calibration needs measured times > 0 ms, got {bad[0] if bad else 'none'}")
         rows = self.predict([q for q, _ in pairs], hardware_file=hardware_file, calibrated=False)
@@ -199,7 +199,7 @@ class Predictor:
         """
         from gnnperf.errors import GnnperfError
 
-        if not (isinstance(measured_ms, (int, float)) and math.isfinite(measured_ms) and measured_ms > 0):
+        if not _positive_ms(measured_ms):
             raise GnnperfError(f"a measured time must be a positive number of ms, got {measured_ms!r}")
         row, there = self.predict(
             [query, replace(query, hardware=measured_on)],
@@ -374,6 +374,10 @@ class Predictor:
         vocab = self.hparams["op_vocab"]
         seen = dict(zip(vocab, self.model.seen_ops.tolist()))
         return sorted({n.op_type for n in graph.nodes if not seen.get(n.op_type, seen.get("OTHER", False))})
+
+
+def _positive_ms(ms: Any) -> bool:
+    return isinstance(ms, (int, float)) and math.isfinite(ms) and ms > 0
 
 
 def _calibration_key(row: Mapping[str, Any]) -> tuple:
