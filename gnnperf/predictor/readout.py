@@ -15,6 +15,9 @@ overhead. The device's speed enters through its data-sheet peak and bandwidth, s
 ``roofline_scaled`` multiplies every op's time by a bounded factor from the context, aggregates included.
 ``roofline_overlap`` lets the ops' fixed (host) costs overlap their device time, as asynchronous launches do.
 
+``power_law``: ``base + s * log(graph roofline ms)`` with a per-graph exponent ``s`` in (0, 1) from the pooled
+node states and the context: how much of a faster device's data sheet a graph turns into speed.
+
 ``anchored``: a graph-level cost model, ``a * compute_ms + b * memory_ms + c`` over the graph's summed roofline
 terms with rates ``a, b`` and overhead ``c`` learned from the device and workload context only, times a
 correction from the pooled node states bounded to ``[1/MAX_CORRECTION, MAX_CORRECTION]``. A model from a family
@@ -98,7 +101,8 @@ class PooledReadout(nn.Module):
             nn.Linear(3 * hidden + context_dim, hidden), nn.GELU(), nn.Dropout(dropout), nn.Linear(hidden, 1)
         )
 
-    def forward(self, h: Tensor, context: Tensor, batch: Tensor) -> tuple[Tensor, None]:
+    def pooled(self, h: Tensor, context: Tensor, batch: Tensor) -> Tensor:
+        """The MLP's input [B, 3 * hidden + context_dim]."""
         from torch_geometric.nn import global_add_pool, global_max_pool, global_mean_pool
 
         size = context.shape[0]
@@ -110,7 +114,36 @@ class PooledReadout(nn.Module):
             ],
             dim=-1,
         )
-        return self.mlp(torch.cat([self.norm(pooled), context], dim=-1)).squeeze(-1), None
+        return torch.cat([self.norm(pooled), context], dim=-1)
+
+    def forward(self, h: Tensor, context: Tensor, batch: Tensor) -> tuple[Tensor, None]:
+        return self.mlp(self.pooled(h, context, batch)).squeeze(-1), None
+
+
+@register_readout("power_law")
+class PowerLawReadout(PooledReadout):
+    """``base + s * log(the graph's roofline ms on the device)``, ``s`` in (0, 1) per graph; no breakdown.
+
+    The scaling law of experiments/torchvision_lodo (``transfer.py``: per model an offset, and a slope on the
+    device's log peak set by the model's FLOPs per op) as a readout: the pooled node states and the context give a
+    base and an exponent ``s = sigmoid(.)``, and the device enters through the graph's summed roofline time, so a
+    graph with ``s`` near 1 speeds up with the data sheet and one near 0 (bound by the host: many small ops) does
+    not. With ``model.hardware_conditioning=false`` the device enters only there.
+    """
+
+    needs_prior = True
+
+    def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
+        super().__init__(hidden, context_dim, dropout)
+        self.mlp[-1] = nn.Linear(hidden, 2)
+
+    def forward(
+        self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, None]:
+        minus_inf = torch.full((context.shape[0],), float("-inf"), dtype=h.dtype, device=h.device)
+        log_roofline = _segment_logsumexp(torch.log(prior[0] + prior[1] + 1e-7), batch, minus_inf)
+        base, exponent = self.mlp(self.pooled(h, context, batch)).unbind(-1)
+        return base + torch.sigmoid(exponent) * log_roofline, None
 
 
 @register_readout("roofline")

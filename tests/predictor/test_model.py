@@ -126,18 +126,22 @@ def test_overlap_readout_takes_the_smooth_max_of_host_and_device_time():
     assert max(host, device) <= busy < host + device  # overlapped: less than the roofline readout's sum
 
 
-def test_without_hardware_conditioning_only_the_roofline_sees_the_device():
+def _on_other_device(g, roofline: bool, by: float):
+    """``g`` on a device whose roofline specs (peaks, bandwidth; or, ``roofline=False``, all others) are larger."""
     from gnnperf.hardware import HARDWARE_FEATURES
 
-    hw_names = list(HARDWARE_FEATURES)
-    roofline_columns = [hw_names.index(c) for c in hw_names if "peak" in c or "bandwidth" in c]
-    g = make_graph(10, seed=7)
+    names = list(HARDWARE_FEATURES)
+    columns = [i for i, c in enumerate(names) if ("peak" in c or "bandwidth" in c) == roofline]
     other = g.clone()
     other.hw = g.hw.clone()
-    other.hw[0, [i for i in range(F_HW) if i not in roofline_columns]] += 1.5  # same peaks, other specs
-    faster = g.clone()
-    faster.hw = g.hw.clone()
-    faster.hw[0, roofline_columns] += 2.0
+    other.hw[0, columns] += by
+    return other
+
+
+def test_without_hardware_conditioning_only_the_roofline_sees_the_device():
+    g = make_graph(10, seed=7)
+    other = _on_other_device(g, roofline=False, by=1.5)  # same peaks, other specs
+    faster = _on_other_device(g, roofline=True, by=2.0)
     model = small_model(
         readout="roofline", hardware_conditioning=False, num_devices=2, stats=stats_of([g, other, faster])
     )
@@ -149,6 +153,21 @@ def test_without_hardware_conditioning_only_the_roofline_sees_the_device():
     assert log_ms[2] < log_ms[0]
     with pytest.raises(GnnperfError, match="blind to the device"):
         small_model(readout="pooled", hardware_conditioning=False)
+
+
+def test_power_law_readout_turns_part_of_a_faster_roofline_into_speed():
+    g = make_graph(10, seed=8)
+    faster = _on_other_device(g, roofline=True, by=2.0)
+    model = small_model(readout="power_law", hardware_conditioning=False, stats=stats_of([g, faster])).eval()
+    torch.nn.init.normal_(model.conditioning.film.weight, std=0.3)  # as after training
+    batch = Batch.from_data_list([g, faster])
+    with torch.no_grad():
+        log_ms, _ = model(batch)
+        _, _, node_batch = model._encode(batch)
+        compute, memory = model.prior(batch, node_batch)
+    roofline_ms = torch.zeros(2).index_add_(0, node_batch, compute + memory)
+    speedup, roofline_speedup = log_ms[0] - log_ms[1], torch.log(roofline_ms[0] / roofline_ms[1])
+    assert 0 < speedup < roofline_speedup  # faster, by a power below 1 of the roofline's speed-up
 
 
 def test_node_workload_lets_each_op_see_the_layout():
