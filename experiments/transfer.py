@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from gnnperf.baselines.registry import peak_flops_per_s
 from gnnperf.data.processing import workload_from_row
 from gnnperf.data.store import SampleStore, select_samples
 from gnnperf.errors import GnnperfError, run_script
@@ -40,6 +41,7 @@ from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import prediction_frame
 from gnnperf.eval.tables import comparison_table, to_markdown
 from gnnperf.hardware.table import get_spec
+from gnnperf.hardware.vector import peak_tf32_tflops
 from gnnperf.predict import Predictor, Query
 
 # What must match for a reference: the workload columns (precision matched after TF32 -> fp32).
@@ -56,14 +58,11 @@ WORKLOAD = [
 
 
 def peak_tflops(hardware: str, precision: str) -> float:
-    """The data-sheet rate a precision runs at: fp16 tensor (or fp32 without tensor cores), half it for TF32."""
+    """The data-sheet rate a precision runs at; TF32 at the tensor rate (the baselines' table prices it as fp32)."""
     spec = get_spec(hardware)
-    tensor = spec.peak_fp16_tensor_tflops
-    if precision in ("fp16", "amp_fp16", "bf16", "amp_bf16"):
-        return tensor or spec.peak_fp32_tflops
-    if precision == "tf32" and tensor:
-        return tensor / 2
-    return spec.peak_fp64_tflops if precision == "fp64" else spec.peak_fp32_tflops
+    if precision == "tf32" and (tf32 := peak_tf32_tflops(spec)):
+        return tf32
+    return peak_flops_per_s(spec, precision) / 1e12
 
 
 def log_peaks(hardware, precision) -> np.ndarray:
@@ -121,9 +120,8 @@ def device_table(job: Path, samples: pd.DataFrame) -> tuple[str, pd.DataFrame, i
     held = str(devices[0])
     same = ["input_shape", "batch_size", "mode", "timed", "memory_format", "num_devices", "code_precision"]
     workloads = test[same].drop_duplicates()
-    train = samples.loc[samples["hardware"] != held].merge(
-        workloads, on=same
-    )  # the workloads scored, elsewhere
+    # the workloads scored, on the other devices
+    train = samples.loc[samples["hardware"] != held].merge(workloads, on=same)
     # one reference time per (workload, device): the median over the store's runs of it
     refs = train.groupby([*WORKLOAD, "hardware"], as_index=False).agg(
         t=("iteration_time_ms", "median"), precision=("precision", "first")
@@ -143,13 +141,14 @@ def device_table(job: Path, samples: pd.DataFrame) -> tuple[str, pd.DataFrame, i
         raise GnnperfError(f"{job}: the checkpoint does not reproduce the job's test predictions")
     pairs["transfer"] = pairs["t"] * pairs["gnn_h"] / pairs["gnn_g"]
     ids = sorted(pairs["sample_id"].unique())
-    true = test.set_index("sample_id").loc[ids, "iteration_time_ms"].to_numpy()
+    test_by_id = test.set_index("sample_id")
+    true = test_by_id.loc[ids, "iteration_time_ms"].to_numpy()
     by_id = pairs.groupby("sample_id")
     frames = {"gnn": prediction_frame(gnn.loc[ids, "pred_ms"].to_numpy(), true)}
     frames["gnn@all"] = prediction_frame(
         np.exp(by_id["transfer"].apply(lambda s: np.log(s).mean()).loc[ids]), true
     )
-    law_test = test.set_index("sample_id").loc[ids].reset_index()
+    law_test = test_by_id.loc[ids].reset_index()
     law_test = law_test.assign(log_peak=log_peaks([held] * len(law_test), law_test["precision"]))
     law_train = train.loc[train["model_ref"].isin(law_test["model_ref"])]
     if law_train["hardware"].nunique() >= 2:  # with one device the slopes are not determined
@@ -162,7 +161,7 @@ def device_table(job: Path, samples: pd.DataFrame) -> tuple[str, pd.DataFrame, i
         frames["gnn+law@all"] = prediction_frame(np.sqrt(gnn.loc[ids, "pred_ms"].to_numpy() * law), true)
     for ref in sorted(pairs["hardware_ref"].unique()):
         one = pairs.loc[pairs["hardware_ref"] == ref].set_index("sample_id")
-        truth = test.set_index("sample_id").loc[one.index, "iteration_time_ms"].to_numpy()
+        truth = test_by_id.loc[one.index, "iteration_time_ms"].to_numpy()
         frames[f"gnn@{ref}"] = prediction_frame(one["transfer"].to_numpy(), truth)
         frames[f"copy@{ref}"] = prediction_frame(one["t"].to_numpy(), truth)
     return held, comparison_table(frames), missing
