@@ -124,6 +124,7 @@ def run(args: argparse.Namespace) -> int:
         (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
     if args.epoch_samples:
         row["epoch"] = epoch_estimate(row, args.epoch_samples)
+    row["memory"], memory_note = _memory(query, row, args.hardware_file)
     if args.json:
         print(json.dumps(row))
         return 0
@@ -144,6 +145,20 @@ def run(args: argparse.Namespace) -> int:
             f"  epoch of {ep['samples']} samples: {ep['iterations']} iterations, {ep['time_s']:.1f} s "
             f"({ep['interval_s'][0]:.1f} .. {ep['interval_s'][1]:.1f} s; data loading and evaluation not included)"
         )
+    if row["memory"]:
+        m = row["memory"]
+        held = m["weights_mb"] + m["gradients_mb"] + m["optimizer_mb"]
+        verdict = {
+            "fits": "fits",
+            "at the limit": "at the limit: above the share usable in practice, it may run out of memory",
+            "does not fit": "does NOT fit: expect an out-of-memory error",
+        }[m["verdict"]]
+        print(
+            f"  peak memory {m['total_mb'] / 1024:.1f} GiB per device (activations {m['activations_mb'] / 1024:.1f}, "
+            f"weights + gradients + optimizer {held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
+        )
+    elif memory_note:
+        print(f"  {memory_note}")
     if row["unlearned_workload"]:
         print(
             f"  not learned (constant in this checkpoint's training data), so ignored by the network: "
@@ -175,6 +190,31 @@ def run(args: argparse.Namespace) -> int:
     for op in row.get("breakdown", []):
         print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
     return 0
+
+
+def _memory(query, row: dict, hardware_file: str | None) -> tuple[dict | None, str | None]:
+    """The training step's peak memory on the device (:mod:`gnnperf.graph.memory`), or why there is none."""
+    from gnnperf.errors import GnnperfError
+    from gnnperf.graph.memory import training_memory
+    from gnnperf.hardware.table import get_spec
+    from gnnperf.measure.workload import Workload
+
+    spec = get_spec(row["hardware"], hardware_file)
+    if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
+        return None, None  # estimated for GPU training steps, what it was checked on
+    workload = Workload(
+        batch_size=query.batch_size,
+        input_shape=tuple(row["input_shape"]),
+        precision=query.precision,
+        optimizer=query.optimizer,
+        timed=query.timed,
+        memory_format=query.memory_format,
+        num_devices=query.num_devices,
+    )
+    try:
+        return training_memory(query.model, workload).on_device(spec.memory_gb), None
+    except GnnperfError as e:
+        return None, str(e)
 
 
 def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:

@@ -92,3 +92,23 @@ def test_a_workload_it_never_learned_is_named():
     ]
     (gpu,) = predictor.predict(Query("torchvision:resnet18", "t4", 8, memory_format="channels_last"))
     assert gpu["unseen_on_device_kind"] == []
+
+
+def test_predict_says_whether_the_training_step_fits_in_the_device_memory():
+    cmd = [sys.executable, "-m", "gnnperf.cli", "predict", "timm:resnet50", "--hardware", "rtx-3090"]
+    fits = subprocess.run(
+        [*cmd, "--batch-size", "64", "--precision", "amp_fp16", "--json"], capture_output=True, text=True
+    )
+    assert fits.returncode == 0, fits.stderr
+    memory = json.loads(fits.stdout)["memory"]
+    assert memory["fits"] and memory["device_memory_gb"] == 24
+    assert memory["activations_mb"] > memory["weights_mb"] > 0
+    too_big = subprocess.run(
+        [*cmd, "--batch-size", "4096", "--precision", "amp_fp16"], capture_output=True, text=True
+    )
+    assert too_big.returncode == 0, too_big.stderr  # still predicted, and the user is told
+    assert "does NOT fit" in too_big.stdout
+    infer = subprocess.run(
+        [*cmd, "--batch-size", "64", "--mode", "infer", "--json"], capture_output=True, text=True
+    )
+    assert json.loads(infer.stdout)["memory"] is None  # estimated for training steps only

@@ -1,0 +1,267 @@
+"""Peak device memory of a training step, from what autograd saves for the backward pass.
+
+A training step at its peak holds the weights, the optimizer state, the gradients and, above all at large
+batches, the activations the forward pass saved for the backward pass. Which tensors those are is decided by
+each op's autograd formula (ReLU keeps its output, a convolution its input, an add nothing; views share
+storage), so instead of a rule per op type this module asks autograd: the model is built and run on the
+``meta`` device (shapes and dtypes only: no memory, no arithmetic) under
+:func:`torch.autograd.graph.saved_tensors_hooks`, and every saved tensor that is not a parameter or buffer is
+counted once per storage. On a real CPU forward of the same model the count is the same
+(``tests/graph/test_memory.py``).
+
+Three things differ between the meta device and a GPU, and are traced as on the GPU:
+
+- Autocast keys on the device, so meta tensors ignore it. :class:`_CudaAutocast` applies CUDA autocast's
+  documented op lists (matrix products and convolutions in half precision, norms, softmax and reductions in
+  fp32, the rest in their inputs' type) at the Python API, above autograd as autocast itself sits, so the
+  half-precision copies of inputs and weights that autocast saves are counted. On a CPU forward it saves what
+  CPU autocast saves wherever the two lists agree.
+- ``scaled_dot_product_attention`` is traced as the fused GPU kernels save it (inputs, output and a log-sum-exp
+  per row), not as the math fallback does (the attention matrix); explicit ``softmax(q @ k.T) @ v`` code, as in
+  HF eager attention, keeps the matrix and is counted with it. Dropout is traced as the fused CUDA kernel saves
+  it (a one-byte mask per element), not as elsewhere (a noise tensor of the input's type).
+
+The rest (weights and buffers in the model's dtype, one gradient per trainable weight, SGD momentum or Adam's
+two states, a fixed workspace for cuBLAS and cuDNN) is checked against 53 peaks measured on an H200 by this
+project's harness (``torch.cuda.max_memory_allocated``; ``experiments/memory``).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager, nullcontext
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn.functional as F
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_map_only
+
+from gnnperf.errors import GnnperfError
+from gnnperf.measure.workload import Workload
+
+# cuBLAS/cuDNN workspaces and small buffers: what the rest of the estimate leaves unexplained in the H200 peaks
+# below 1 GB in AMP (median 77 MB; fp32 rows leave 81-400 MB, cuDNN's autotuning workspaces; experiments/memory)
+WORKSPACE_MB = 80.0
+# The share of a GPU's data-sheet memory a training step can count on: the CUDA context and the caching
+# allocator's fragmentation take the rest. Fitted on timm's RTX 3090 training table, where the benchmark stepped
+# down from batch 512 (384, 256, 192, ...) after out-of-memory errors: at 0.88, 95% of the batches that ran are
+# estimated below it and 96% of the batches that ran out above it (experiments/memory).
+USABLE_SHARE = 0.88
+# The model's dtype (weights, gradients, optimizer state, activations) per precision; autocast keeps fp32 weights.
+_MODEL_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+_AUTOCAST_DTYPE = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
+_OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2, "none": 0}  # the harness's SGD has momentum
+_MB = 2**20
+
+
+@dataclass(frozen=True)
+class MemoryEstimate:
+    """Peak memory of one training step on one device, in MB (2**20 bytes), by what holds it."""
+
+    weights_mb: float
+    gradients_mb: float
+    optimizer_mb: float
+    activations_mb: float
+    workspace_mb: float
+
+    @property
+    def total_mb(self) -> float:
+        return sum(asdict(self).values())
+
+    def as_dict(self) -> dict[str, float]:
+        return {**asdict(self), "total_mb": self.total_mb}
+
+    def on_device(self, memory_gb: float) -> dict[str, float | bool | str]:
+        """:meth:`as_dict` with the device's memory (data-sheet GB, read as GiB as vendors size it) and a verdict.
+
+        ``verdict``: ``fits`` up to :data:`USABLE_SHARE` of the memory, ``at the limit`` up to all of it, else
+        ``does not fit``; ``fits`` is true for the first.
+        """
+        capacity_mb = memory_gb * 1024
+        verdict = (
+            "fits"
+            if self.total_mb <= USABLE_SHARE * capacity_mb
+            else "at the limit" if self.total_mb <= capacity_mb else "does not fit"
+        )  # fmt: skip
+        return {
+            **self.as_dict(),
+            "device_memory_gb": memory_gb,
+            "verdict": verdict,
+            "fits": verdict == "fits",
+        }
+
+
+class _FusedAttention(torch.autograd.Function):
+    """``scaled_dot_product_attention`` as the GPU's fused kernels save it: q, k, v, the output, a log-sum-exp."""
+
+    @staticmethod
+    def forward(ctx, q, k, v):
+        out = q.new_empty((*q.shape[:-1], v.shape[-1]))
+        ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):  # never run: the trace stops before it
+        raise NotImplementedError
+
+
+class _FusedDropout(torch.autograd.Function):
+    """Dropout as the GPU's fused kernel saves it: a one-byte mask (elsewhere a 4-byte noise tensor is kept)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(torch.empty_like(x, dtype=torch.bool))
+        return torch.empty_like(x)
+
+    @staticmethod
+    def backward(ctx, grad):  # never run: the trace stops before it
+        raise NotImplementedError
+
+
+@contextmanager
+def _as_on_gpu():
+    """Attention and dropout traced as the fused CUDA kernels run them (see the module docstring)."""
+    sdpa, dropout = F.scaled_dot_product_attention, F.dropout
+
+    def attention(query, key, value, *args, **kwargs):  # mask, dropout, scale: no memory
+        return _FusedAttention.apply(query, key, value)
+
+    def drop(input, p=0.5, training=True, inplace=False):  # F.dropout's signature
+        return _FusedDropout.apply(input) if training and 0 < p < 1 else dropout(input, p, training, inplace)
+
+    F.scaled_dot_product_attention, F.dropout = attention, drop
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention, F.dropout = sdpa, dropout
+
+
+# CUDA autocast's op lists (PyTorch "Automatic Mixed Precision" docs, CUDA ops that autocast to float16 / to
+# float32), as the Python functions that reach them; ops in neither list run in their inputs' type.
+_TO_HALF = {
+    F.linear, F.prelu, F.scaled_dot_product_attention, F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d,
+    torch.conv1d, torch.conv2d, torch.conv3d, torch.matmul, torch.mm, torch.bmm, torch.addmm, torch.baddbmm,
+    torch.addbmm, torch.mv, torch.einsum, torch.Tensor.__matmul__, torch.Tensor.matmul, torch.Tensor.mm,
+    torch.Tensor.bmm,
+}  # fmt: skip
+_TO_FP32 = {
+    F.layer_norm, F.group_norm, F.softmax, F.log_softmax, F.softmin, F.softplus, F.normalize, F.cross_entropy,
+    F.nll_loss, F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.kl_div, F.binary_cross_entropy_with_logits,
+    F.cosine_similarity, torch.layer_norm, torch.group_norm, torch.softmax, torch.log_softmax, torch.norm,
+    torch.exp, torch.log, torch.pow, torch.rsqrt, torch.reciprocal, torch.sum, torch.prod, torch.cumsum,
+    torch.cumprod, torch.cdist, torch.Tensor.softmax, torch.Tensor.log_softmax, torch.Tensor.norm,
+    torch.Tensor.exp, torch.Tensor.log, torch.Tensor.pow, torch.Tensor.__pow__, torch.Tensor.rsqrt,
+    torch.Tensor.reciprocal, torch.Tensor.sum, torch.Tensor.prod, torch.Tensor.cumsum,
+}  # fmt: skip
+
+
+class _CudaAutocast(TorchFunctionMode):
+    """CUDA autocast's casts for tensors of any device (see the module docstring)."""
+
+    def __init__(self, half: torch.dtype) -> None:
+        super().__init__()
+        self.half = half
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        dtype = self.half if func in _TO_HALF else torch.float32 if func in _TO_FP32 else None
+        if dtype is not None:
+            args, kwargs = tree_map_only(torch.Tensor, lambda t: _cast(t, dtype), (args, kwargs or {}))
+        return func(*args, **(kwargs or {}))
+
+
+def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return t.to(dtype) if t.is_floating_point() else t
+
+
+def saved_activation_bytes(
+    model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], autocast: torch.dtype | None = None
+) -> int:
+    """Bytes autograd saves for the backward pass in one training-mode forward of ``model`` on ``inputs``.
+
+    Parameters and buffers are not counted (they are the weights); a tensor saved by several ops, or through
+    several views, is counted once. ``autocast``: the half-precision type of CUDA autocast, traced on any device.
+    """
+    weights = {id(t) for t in (*model.parameters(), *model.buffers())}
+    saved: dict[int, torch.Tensor] = {}  # holding the tensors keeps their ids unique during the forward
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        base = t if t._base is None else t._base
+        if id(base) not in weights:
+            saved[id(base)] = base
+        return t
+
+    model.train()
+    amp = _CudaAutocast(autocast) if autocast is not None else nullcontext()
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _as_on_gpu(), amp:
+        model(*inputs)
+    return sum(t.untyped_storage().nbytes() for t in saved.values())
+
+
+def training_memory(model_ref: str, workload: Workload) -> MemoryEstimate:
+    """Peak memory on one device of a training step of ``model_ref`` (see the module docstring).
+
+    ``workload.batch_size`` is per device (data parallel replicates the model). The model runs on the ``meta``
+    device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
+    under a :class:`FakeTensorMode`; neither allocates. Raises :class:`GnnperfError` for an inference workload,
+    an ONNX file (no PyTorch model to trace) or a model neither can run.
+    """
+    from gnnperf.zoo.resolve import resolve
+
+    if workload.mode != "train":
+        raise GnnperfError("the memory estimate covers training steps only")
+    spec = resolve(model_ref)
+    if spec.builder is None:
+        raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
+    one = spec.make_inputs(
+        1, workload.input_shape or None
+    )  # real and small: the dtypes and per-sample shapes
+    failures = []
+    for name, context in (("meta", lambda: torch.device("meta")), ("fake", FakeTensorMode)):
+        try:
+            with context():
+                activations, weight_mb, grad_mb = _trace(spec, workload, one)
+            break
+        except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
+            first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]  # torch's meta errors run long
+            failures.append(f"{name}: {type(e).__name__}: {first}")
+    else:
+        raise GnnperfError(
+            f"{spec.ref}: memory not estimated, the shape-only traces failed ({'; '.join(failures)})"
+        )
+    return MemoryEstimate(
+        weights_mb=weight_mb,
+        gradients_mb=grad_mb if workload.timed != "fwd" else 0.0,
+        optimizer_mb=grad_mb * _OPTIMIZER_STATES[workload.optimizer] if "opt" in workload.timed else 0.0,
+        activations_mb=activations / _MB,
+        workspace_mb=WORKSPACE_MB,
+    )
+
+
+@contextmanager
+def _default_dtype(dtype: torch.dtype):
+    saved = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(saved)
+
+
+def _trace(spec, workload: Workload, one: tuple[torch.Tensor, ...]) -> tuple[int, float, float]:
+    """(saved activation bytes, weight MB, trainable weight MB), built and run in the caller's tensor context."""
+    from gnnperf.graph.export import _no_random_init
+
+    dtype = _MODEL_DTYPE.get(workload.precision, torch.float32)
+    with _no_random_init(), _default_dtype(dtype):  # as model.to(dtype): fake parameters cannot be converted
+        model = spec.build()
+    inputs = tuple(
+        torch.empty((workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype)
+        for t in one
+    )
+    activations = saved_activation_bytes(model, inputs, _AUTOCAST_DTYPE.get(workload.precision))
+    lazy = torch.nn.parameter.UninitializedTensorMixin
+    weights = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]
+    trainable = [p for p in model.parameters() if p.requires_grad and not isinstance(p, lazy)]
+    weight_mb = sum(t.numel() * t.element_size() for t in weights) / _MB
+    return activations, weight_mb, sum(p.numel() * p.element_size() for p in trainable) / _MB

@@ -1,0 +1,123 @@
+"""The training-memory estimate: autograd's saved tensors traced without memory, and the step's other terms."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+import torch
+import torchvision
+from torch import nn
+from torch.nn import functional as F
+
+from gnnperf.errors import GnnperfError
+from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, saved_activation_bytes, training_memory
+from gnnperf.measure.workload import Workload
+
+TRAIN = Workload(batch_size=16, input_shape=(3, 128, 128), precision="fp32", optimizer="sgd")
+
+
+def _resnet18(device: str) -> nn.Module:
+    with torch.device(device):
+        return torchvision.models.resnet18(num_classes=10)
+
+
+def test_the_meta_trace_saves_what_a_real_forward_saves():
+    x = torch.randn(2, 3, 64, 64)
+    real = saved_activation_bytes(_resnet18("cpu"), (x,))
+    meta = saved_activation_bytes(_resnet18("meta"), (x.to("meta"),))
+    assert meta == real
+    # the network input, every conv input, every ReLU output, max-pool indices: above the input alone
+    assert real > 10 * x.numel() * x.element_size()
+
+
+def test_traced_autocast_saves_what_cpu_autocast_saves_for_a_cnn():
+    """Convolutions, batch norm and ReLU are in the same autocast lists on CPU and CUDA."""
+    model, x = _resnet18("cpu"), torch.randn(2, 3, 64, 64)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        real = saved_activation_bytes(model, (x,))
+    traced = saved_activation_bytes(_resnet18("meta"), (x.to("meta"),), autocast=torch.bfloat16)
+    assert traced == real
+    weights = sum(p.numel() for p in model.parameters() if p.dim() > 1)  # conv and linear weights
+    assert traced > 2 * weights  # their half-precision copies are saved for the backward pass
+
+
+class _Attention(nn.Module):
+    def __init__(self, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.qkv = nn.Linear(32, 96)
+        self.dropout = dropout
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k, v = self.qkv(x).view(x.shape[0], x.shape[1], 3, 4, 8).permute(2, 0, 3, 1, 4)
+        return F.dropout(F.scaled_dot_product_attention(q, k, v), self.dropout, self.training)
+
+
+def test_fused_attention_saves_no_attention_matrix():
+    def saved(tokens: int) -> int:
+        return saved_activation_bytes(_Attention(), (torch.randn(2, tokens, 32),))
+
+    assert saved(256) == pytest.approx(4 * saved(64), rel=0.01)  # linear in the sequence, not quadratic
+
+
+def test_dropout_saves_a_one_byte_mask_as_on_the_gpu():
+    x = torch.randn(2, 64, 32)
+    extra = saved_activation_bytes(_Attention(0.1), (x,)) - saved_activation_bytes(_Attention(0.0), (x,))
+    assert extra == 2 * 4 * 64 * 8  # one byte per element of the attention output (batch, heads, tokens, dim)
+
+
+def test_the_step_holds_weights_gradients_optimizer_state_and_activations():
+    sgd = training_memory("torchvision:resnet18", TRAIN)
+    with torch.device("meta"):
+        params_mb = sum(p.numel() for p in torchvision.models.resnet18().parameters()) * 4 / 2**20
+    assert sgd.gradients_mb == pytest.approx(params_mb) and sgd.optimizer_mb == pytest.approx(params_mb)
+    assert sgd.weights_mb >= params_mb  # buffers (batch-norm statistics) too
+    assert sgd.workspace_mb == WORKSPACE_MB
+    assert sgd.total_mb == pytest.approx(sum(v for k, v in sgd.as_dict().items() if k != "total_mb"))
+    adamw = training_memory("torchvision:resnet18", replace(TRAIN, optimizer="adamw"))
+    assert adamw.optimizer_mb == pytest.approx(2 * params_mb)
+    no_step = training_memory("torchvision:resnet18", replace(TRAIN, timed="fwd+bwd", optimizer="none"))
+    assert no_step.optimizer_mb == 0 and no_step.gradients_mb == pytest.approx(params_mb)
+    forward = training_memory("torchvision:resnet18", replace(TRAIN, timed="fwd", optimizer="none"))
+    assert forward.gradients_mb == 0 and forward.activations_mb == pytest.approx(sgd.activations_mb)
+
+
+def test_precision_sets_the_weight_and_activation_types():
+    fp32 = training_memory("torchvision:resnet18", TRAIN)
+    amp = training_memory("torchvision:resnet18", replace(TRAIN, precision="amp_fp16"))
+    half = training_memory("torchvision:resnet18", replace(TRAIN, precision="bf16"))
+    assert amp.weights_mb == pytest.approx(fp32.weights_mb)  # autocast keeps fp32 weights
+    assert half.weights_mb == pytest.approx(fp32.weights_mb / 2, rel=1e-4)  # but the int64 step counters
+    assert half.activations_mb < 0.6 * fp32.activations_mb  # max-pool indices stay int64
+    assert half.activations_mb < amp.activations_mb < fp32.activations_mb
+
+
+def test_activations_grow_with_the_batch():
+    small = training_memory("torchvision:resnet18", TRAIN)
+    large = training_memory("torchvision:resnet18", replace(TRAIN, batch_size=64))
+    assert large.activations_mb == pytest.approx(4 * small.activations_mb, rel=1e-3)
+    assert large.weights_mb == small.weights_mb
+
+
+def test_the_fit_verdict_compares_with_the_device_memory():
+    estimate = training_memory("torchvision:resnet18", TRAIN)
+    gb = estimate.total_mb / 1024
+    assert estimate.on_device(24) == {
+        **estimate.as_dict(),
+        "device_memory_gb": 24,
+        "verdict": "fits",
+        "fits": True,
+    }
+    assert estimate.on_device(gb / USABLE_SHARE * 1.01)["fits"]
+    assert estimate.on_device(gb * 1.01)["verdict"] == "at the limit"  # above what is usable in practice
+    assert not estimate.on_device(gb * 1.01)["fits"]
+    assert estimate.on_device(gb * 0.99)["verdict"] == "does not fit"
+
+
+def test_what_it_does_not_estimate_is_one_clear_error(tmp_path):
+    with pytest.raises(GnnperfError, match="training steps only"):
+        training_memory("torchvision:resnet18", replace(TRAIN, mode="infer", optimizer=None, timed=None))
+    onnx_file = tmp_path / "net.onnx"
+    torch.onnx.export(nn.Linear(4, 2), (torch.randn(1, 4),), onnx_file, dynamo=False)
+    with pytest.raises(GnnperfError, match="ONNX file"):
+        training_memory(str(onnx_file), replace(TRAIN, input_shape=(4,)))
