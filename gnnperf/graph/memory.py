@@ -29,7 +29,7 @@ project's harness (``torch.cuda.max_memory_allocated``; ``experiments/memory``).
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -236,6 +236,17 @@ def training_memory(model_ref: str, workload: Workload) -> MemoryEstimate:
         activations_mb=activations / _MB,
         workspace_mb=WORKSPACE_MB,
     )
+
+
+def largest_batch(model_ref: str, workload: Workload, memory_gb: float) -> int:
+    """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
+
+    The step's memory is linear in the batch (a fixed part: weights, gradients, optimizer state, autocast's weight
+    copies, the workspace), so two traces, at batch 1 and 2, give it for every batch.
+    """
+    one = training_memory(model_ref, replace(workload, batch_size=1)).total_mb
+    per_sample = training_memory(model_ref, replace(workload, batch_size=2)).total_mb - one
+    return max(0, int((USABLE_SHARE * memory_gb * 1024 - (one - per_sample)) // per_sample))
 
 
 @contextmanager

@@ -48,6 +48,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also estimate one epoch over N training samples (iterations x the predicted iteration time)",
     )
     parser.add_argument(
+        "--max-batch",
+        action="store_true",
+        help="also the largest batch per device whose training step fits in the GPU's memory (the memory estimate)",
+    )
+    parser.add_argument(
         "--checkpoint",
         help="predictor checkpoint (default: $GNNPERF_CHECKPOINT, else the shipped one; see its MODEL_CARD.md)",
     )
@@ -124,7 +129,7 @@ def run(args: argparse.Namespace) -> int:
         (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
     if args.epoch_samples:
         row["epoch"] = epoch_estimate(row, args.epoch_samples)
-    row["memory"], memory_note = _memory(query, row, args.hardware_file)
+    row["memory"], memory_note = _memory(query, row, args.hardware_file, args.max_batch)
     if args.json:
         print(json.dumps(row))
         return 0
@@ -157,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
             f"  peak memory {m['total_mb'] / 1024:.1f} GiB per device (activations {m['activations_mb'] / 1024:.1f}, "
             f"weights + gradients + optimizer {held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
         )
+        if "largest_batch" in m:
+            print(f"  largest batch whose step fits: {m['largest_batch']} per device")
     elif memory_note:
         print(f"  {memory_note}")
     if row["unlearned_workload"]:
@@ -192,10 +199,10 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memory(query, row: dict, hardware_file: str | None) -> tuple[dict | None, str | None]:
+def _memory(query, row: dict, hardware_file: str | None, max_batch: bool) -> tuple[dict | None, str | None]:
     """The training step's peak memory on the device (:mod:`gnnperf.graph.memory`), or why there is none."""
     from gnnperf.errors import GnnperfError
-    from gnnperf.graph.memory import training_memory
+    from gnnperf.graph.memory import largest_batch, training_memory
     from gnnperf.hardware.table import get_spec
     from gnnperf.measure.workload import Workload
 
@@ -212,7 +219,10 @@ def _memory(query, row: dict, hardware_file: str | None) -> tuple[dict | None, s
         num_devices=query.num_devices,
     )
     try:
-        return training_memory(query.model, workload).on_device(spec.memory_gb), None
+        memory = training_memory(query.model, workload).on_device(spec.memory_gb)
+        if max_batch:
+            memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb)
+        return memory, None
     except GnnperfError as e:
         return None, str(e)
 

@@ -97,12 +97,15 @@ def test_a_workload_it_never_learned_is_named():
 def test_predict_says_whether_the_training_step_fits_in_the_device_memory():
     cmd = [sys.executable, "-m", "gnnperf.cli", "predict", "timm:resnet50", "--hardware", "rtx-3090"]
     fits = subprocess.run(
-        [*cmd, "--batch-size", "64", "--precision", "amp_fp16", "--json"], capture_output=True, text=True
+        [*cmd, "--batch-size", "64", "--precision", "amp_fp16", "--max-batch", "--json"],
+        capture_output=True,
+        text=True,
     )
     assert fits.returncode == 0, fits.stderr
     memory = json.loads(fits.stdout)["memory"]
     assert memory["fits"] and memory["device_memory_gb"] == 24
     assert memory["activations_mb"] > memory["weights_mb"] > 0
+    assert memory["largest_batch"] > 64  # the step at 64 fits
     too_big = subprocess.run(
         [*cmd, "--batch-size", "4096", "--precision", "amp_fp16"], capture_output=True, text=True
     )

@@ -11,7 +11,13 @@ from torch import nn
 from torch.nn import functional as F
 
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, saved_activation_bytes, training_memory
+from gnnperf.graph.memory import (
+    USABLE_SHARE,
+    WORKSPACE_MB,
+    largest_batch,
+    saved_activation_bytes,
+    training_memory,
+)
 from gnnperf.measure.workload import Workload
 
 TRAIN = Workload(batch_size=16, input_shape=(3, 128, 128), precision="fp32", optimizer="sgd")
@@ -121,3 +127,13 @@ def test_what_it_does_not_estimate_is_one_clear_error(tmp_path):
     torch.onnx.export(nn.Linear(4, 2), (torch.randn(1, 4),), onnx_file, dynamo=False)
     with pytest.raises(GnnperfError, match="ONNX file"):
         training_memory(str(onnx_file), replace(TRAIN, input_shape=(4,)))
+
+
+def test_the_largest_batch_is_the_last_that_fits():
+    largest = largest_batch("torchvision:resnet18", TRAIN, memory_gb=2)
+    assert largest > 1
+    assert training_memory("torchvision:resnet18", replace(TRAIN, batch_size=largest)).on_device(2)["fits"]
+    assert not training_memory("torchvision:resnet18", replace(TRAIN, batch_size=largest + 1)).on_device(2)[
+        "fits"
+    ]
+    assert largest_batch("torchvision:resnet18", TRAIN, memory_gb=0.01) == 0
