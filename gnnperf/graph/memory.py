@@ -16,10 +16,11 @@ Three things differ between the meta device and a GPU, and are traced as on the 
   fp32, the rest in their inputs' type) at the Python API, above autograd as autocast itself sits, so the
   half-precision copies of inputs and weights that autocast saves are counted. On a CPU forward it saves what
   CPU autocast saves wherever the two lists agree.
-- ``scaled_dot_product_attention`` is traced as the fused GPU kernels save it (inputs, output and a log-sum-exp
-  per row), not as the math fallback does (the attention matrix); explicit ``softmax(q @ k.T) @ v`` code, as in
-  HF eager attention, keeps the matrix and is counted with it. Dropout is traced as the fused CUDA kernel saves
-  it (a one-byte mask per element), not as elsewhere (a noise tensor of the input's type).
+- ``scaled_dot_product_attention`` on 4-D inputs is traced as the fused GPU kernels save it (inputs, output and a
+  log-sum-exp per row), not as the math fallback does (the attention matrix), which runs for other shapes;
+  explicit ``softmax(q @ k.T) @ v`` code, as in HF eager attention, keeps the matrix and is counted with it.
+  Dropout is traced as the fused CUDA kernel saves it (a one-byte mask per element), not as elsewhere (a noise
+  tensor of the input's type).
 
 The rest (weights and buffers in the model's dtype, one gradient per trainable weight, SGD momentum or Adam's
 two states, a fixed workspace for cuBLAS and cuDNN) is checked against 53 peaks measured on an H200 by this
@@ -125,6 +126,10 @@ def _as_on_gpu():
     sdpa, dropout = F.scaled_dot_product_attention, F.dropout
 
     def attention(query, key, value, *args, **kwargs):  # mask, dropout, scale: no memory
+        if (
+            query.dim() != 4
+        ):  # the fused kernels take (batch, heads, tokens, dim) only; the math path keeps more
+            return sdpa(query, key, value, *args, **kwargs)
         return _FusedAttention.apply(query, key, value)
 
     def drop(input, p=0.5, training=True, inplace=False):  # F.dropout's signature
@@ -153,6 +158,7 @@ _TO_FP32 = {
     torch.cumprod, torch.cdist, torch.Tensor.softmax, torch.Tensor.log_softmax, torch.Tensor.norm,
     torch.Tensor.exp, torch.Tensor.log, torch.Tensor.pow, torch.Tensor.__pow__, torch.Tensor.rsqrt,
     torch.Tensor.reciprocal, torch.Tensor.sum, torch.Tensor.prod, torch.Tensor.cumsum,
+    F.rms_norm, torch.rms_norm,  # not listed: it decomposes into pow and rsqrt, which are
 }  # fmt: skip
 
 

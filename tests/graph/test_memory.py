@@ -66,6 +66,21 @@ def test_fused_attention_saves_no_attention_matrix():
     assert saved(256) == pytest.approx(4 * saved(64), rel=0.01)  # linear in the sequence, not quadratic
 
 
+class _BlockAttention(nn.Module):
+    """Attention within blocks, (batch, heads, blocks, tokens, dim), as timm's NesT calls it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = x.view(x.shape[0], 1, 2, x.shape[1] // 2, x.shape[2]).exp()  # a saved input of its own
+        return F.scaled_dot_product_attention(q, q, q)
+
+
+def test_attention_the_fused_kernels_cannot_take_keeps_its_matrix():
+    def saved(tokens: int) -> int:
+        return saved_activation_bytes(_BlockAttention(), (torch.randn(2, tokens, 8, requires_grad=True),))
+
+    assert saved(256) > 8 * saved(64)  # the math path: quadratic in the tokens of a block
+
+
 def test_dropout_saves_a_one_byte_mask_as_on_the_gpu():
     x = torch.randn(2, 64, 32)
     extra = saved_activation_bytes(_Attention(0.1), (x,)) - saved_activation_bytes(_Attention(0.0), (x,))
