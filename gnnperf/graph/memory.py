@@ -29,6 +29,7 @@ project's harness (``torch.cuda.max_memory_allocated``; ``experiments/memory``).
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 
@@ -256,6 +257,17 @@ def largest_batch(model_ref: str, workload: Workload, memory_gb: float) -> int:
 
 
 @contextmanager
+def _quiet(logger: str):
+    log = logging.getLogger(logger)
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        log.setLevel(level)
+
+
+@contextmanager
 def _default_dtype(dtype: torch.dtype):
     saved = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -270,7 +282,9 @@ def _trace(spec, workload: Workload, one: tuple[torch.Tensor, ...]) -> tuple[int
     from gnnperf.graph.export import _no_random_init
 
     dtype = _MODEL_DTYPE.get(workload.precision, torch.float32)
-    with _no_random_init(), _default_dtype(dtype):  # as model.to(dtype): fake parameters cannot be converted
+    # the default dtype as model.to(dtype) (fake parameters cannot be converted); the builder's warnings were
+    # printed when the graph was built
+    with _no_random_init(), _default_dtype(dtype), _quiet("transformers"):
         model = spec.build()
     inputs = tuple(
         torch.empty((workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype)
