@@ -130,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     if args.epoch_samples:
         row["epoch"] = epoch_estimate(row, args.epoch_samples)
     row["memory"], memory_note = _memory(query, row, args.hardware_file, args.max_batch)
+    if memory_note:
+        row["memory_note"] = memory_note
     if args.json:
         print(json.dumps(row))
         return 0
@@ -207,8 +209,9 @@ def _memory(query, row: dict, hardware_file: str | None, max_batch: bool) -> tup
     from gnnperf.measure.workload import Workload
 
     spec = get_spec(row["hardware"], hardware_file)
-    if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
-        return None, None  # estimated for GPU training steps, what it was checked on
+    if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:  # what it was checked on
+        why = "no memory estimate: it covers training steps on a GPU whose memory size is known"
+        return None, why if max_batch else None
     workload = Workload(
         batch_size=query.batch_size,
         input_shape=tuple(row["input_shape"]),
