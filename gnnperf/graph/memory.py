@@ -220,9 +220,7 @@ def training_memory(model_ref: str, workload: Workload) -> MemoryEstimate:
     spec = resolve(model_ref)
     if spec.builder is None:
         raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
-    one = spec.make_inputs(
-        1, workload.input_shape or None
-    )  # real and small: the dtypes and per-sample shapes
+    one = spec.make_inputs(1, workload.input_shape or None)  # real, one sample: dtypes and per-sample shapes
     failures = []
     for name, context in (("meta", lambda: torch.device("meta")), ("fake", FakeTensorMode)):
         try:
