@@ -24,7 +24,10 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
+    from gnnperf.measure.workload import Workload
 
 DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
 # Trained on every real source (experiments/all_sources); its model card sits beside it.
@@ -98,6 +101,22 @@ class Query:
     memory_format: str = "contiguous"
     h2d: bool = False
     num_devices: int = 1
+
+    def workload(self, input_shape: Iterable[int]) -> Workload:
+        """The query's workload at the model's resolved per-sample ``input_shape``."""
+        from gnnperf.measure.workload import Workload
+
+        return Workload(
+            batch_size=self.batch_size,
+            input_shape=tuple(input_shape),
+            mode=self.mode,
+            precision=self.precision,
+            optimizer=self.optimizer,
+            timed=self.timed,
+            memory_format=self.memory_format,
+            h2d=self.h2d,
+            num_devices=self.num_devices,
+        )
 
 
 class Predictor:
@@ -239,24 +258,13 @@ class Predictor:
         from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.hardware.table import get_spec
         from gnnperf.hardware.vector import hardware_vector
-        from gnnperf.measure.workload import Workload
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         items, graphs = [], []
         for q in queries:
             spec = get_spec(q.hardware, hardware_file)
             graph = build_graph(q.model, q.input_shape, cache=GraphCache())
-            workload = Workload(
-                batch_size=q.batch_size,
-                input_shape=tuple(graph.input_shape),
-                mode=q.mode,
-                precision=q.precision,
-                optimizer=q.optimizer,
-                timed=q.timed,
-                memory_format=q.memory_format,
-                h2d=q.h2d,
-                num_devices=q.num_devices,
-            )
+            workload = q.workload(graph.input_shape)
             hw = torch.from_numpy(hardware_vector(spec))
             item = sample_data(graph, workload, hw, self.device_index(spec.name))
             item.hardware = spec.name  # for the fallback's baseline

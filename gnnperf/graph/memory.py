@@ -94,7 +94,15 @@ class MemoryEstimate:
         }
 
 
-class _FusedAttention(torch.autograd.Function):
+class _TraceOnly(torch.autograd.Function):
+    """An op that only saves what a GPU kernel saves: the trace stops before any backward pass."""
+
+    @staticmethod
+    def backward(ctx, grad):
+        raise NotImplementedError
+
+
+class _FusedAttention(_TraceOnly):
     """``scaled_dot_product_attention`` as the GPU's fused kernels save it: q, k, v, the output, a log-sum-exp."""
 
     @staticmethod
@@ -103,22 +111,14 @@ class _FusedAttention(torch.autograd.Function):
         ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))
         return out
 
-    @staticmethod
-    def backward(ctx, grad):  # never run: the trace stops before it
-        raise NotImplementedError
 
-
-class _FusedDropout(torch.autograd.Function):
+class _FusedDropout(_TraceOnly):
     """Dropout as the GPU's fused kernel saves it: a one-byte mask (elsewhere a 4-byte noise tensor is kept)."""
 
     @staticmethod
     def forward(ctx, x):
         ctx.save_for_backward(torch.empty_like(x, dtype=torch.bool))
         return torch.empty_like(x)
-
-    @staticmethod
-    def backward(ctx, grad):  # never run: the trace stops before it
-        raise NotImplementedError
 
 
 @contextmanager

@@ -206,21 +206,12 @@ def _memory(query, row: dict, hardware_file: str | None, max_batch: bool) -> tup
     from gnnperf.errors import GnnperfError
     from gnnperf.graph.memory import largest_batch, training_memory
     from gnnperf.hardware.table import get_spec
-    from gnnperf.measure.workload import Workload
 
     spec = get_spec(row["hardware"], hardware_file)
     if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:  # what it was checked on
         why = "no memory estimate: it covers training steps on a GPU whose memory size is known"
         return None, why if max_batch else None
-    workload = Workload(
-        batch_size=query.batch_size,
-        input_shape=tuple(row["input_shape"]),
-        precision=query.precision,
-        optimizer=query.optimizer,
-        timed=query.timed,
-        memory_format=query.memory_format,
-        num_devices=query.num_devices,
-    )
+    workload = query.workload(row["input_shape"])
     try:
         memory = training_memory(query.model, workload).on_device(spec.memory_gb)
         if max_batch:
