@@ -243,15 +243,24 @@ def training_memory(model_ref: str, workload: Workload) -> MemoryEstimate:
     )
 
 
-def largest_batch(model_ref: str, workload: Workload, memory_gb: float) -> int:
+def largest_batch(
+    model_ref: str, workload: Workload, memory_gb: float, traced: MemoryEstimate | None = None
+) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
     The step's memory is linear in the batch (a fixed part: weights, gradients, optimizer state, autocast's weight
-    copies, the workspace), so two traces, at batch 1 and 2, give it for every batch.
+    copies, the workspace), so two traces give it for every batch: ``workload``'s batch (``traced``, its
+    :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1).
     """
-    one = training_memory(model_ref, replace(workload, batch_size=1)).total_mb
-    per_sample = training_memory(model_ref, replace(workload, batch_size=2)).total_mb - one
-    return max(0, int((USABLE_SHARE * memory_gb * 1024 - (one - per_sample)) // per_sample))
+    batch = workload.batch_size
+    at_batch = (traced or training_memory(model_ref, workload)).total_mb
+    other = 2 if batch == 1 else 1
+    at_other = training_memory(model_ref, replace(workload, batch_size=other)).total_mb
+    per_sample = (at_batch - at_other) / (batch - other)
+    if per_sample <= 0:
+        raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
+    fixed = at_batch - batch * per_sample
+    return max(0, int((USABLE_SHARE * memory_gb * 1024 - fixed) // per_sample))
 
 
 @contextmanager

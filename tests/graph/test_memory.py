@@ -152,3 +152,8 @@ def test_the_largest_batch_is_the_last_that_fits():
         "fits"
     ]
     assert largest_batch("torchvision:resnet18", TRAIN, memory_gb=0.01) == 0
+    # from the query's batch of one (traced again at 2) or with its estimate passed in: the same line
+    one = replace(TRAIN, batch_size=1)
+    assert largest_batch("torchvision:resnet18", one, memory_gb=2) == largest
+    traced = training_memory("torchvision:resnet18", TRAIN)
+    assert largest_batch("torchvision:resnet18", TRAIN, memory_gb=2, traced=traced) == largest
