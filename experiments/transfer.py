@@ -41,7 +41,6 @@ from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import prediction_frame
 from gnnperf.eval.tables import comparison_table, to_markdown
 from gnnperf.hardware.table import get_spec
-from gnnperf.hardware.vector import peak_tf32_tflops
 from gnnperf.predict import Predictor, Query
 
 # What must match for a reference: the workload columns (precision matched after TF32 -> fp32).
@@ -58,11 +57,8 @@ WORKLOAD = [
 
 
 def peak_tflops(hardware: str, precision: str) -> float:
-    """The data-sheet rate a precision runs at; TF32 at the tensor rate (the baselines' table prices it as fp32)."""
-    spec = get_spec(hardware)
-    if precision == "tf32" and (tf32 := peak_tf32_tflops(spec)):
-        return tf32
-    return peak_flops_per_s(spec, precision) / 1e12
+    """The data-sheet rate a precision runs at (TF32 at the tensor rate)."""
+    return peak_flops_per_s(get_spec(hardware), precision) / 1e12
 
 
 def log_peaks(hardware, precision) -> np.ndarray:

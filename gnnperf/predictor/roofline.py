@@ -20,8 +20,8 @@ from gnnperf.baselines.registry import WORK_MULTIPLIER
 from gnnperf.graph.features import GRAPH_FEATURES, NODE_FEATURES
 from gnnperf.hardware.vector import HARDWARE_FEATURES
 
-# Which peak a precision runs at (the hardware-vector column; unlike the baselines' PEAK_FIELD, tf32 has its
-# own rate here); a device without that number falls back to its FP32 peak.
+# Which peak a precision runs at (the hardware-vector column; the baselines' ``peak_flops_per_s`` in numpy);
+# a device without that number falls back to its FP32 peak.
 _PEAK = {
     "fp32": "log1p_peak_fp32_tflops",
     "tf32": "log1p_peak_tf32_tflops",

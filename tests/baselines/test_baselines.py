@@ -268,3 +268,23 @@ def test_from_batches_reads_the_batch_format():
     np.testing.assert_allclose(single.flops, data.flops, rtol=1e-6)
     assert list(single.timed) == list(data.timed) and list(single.sample_id) == list(data.sample_id)
     assert np.shares_memory(single.op_seq[0], samples[0].x.numpy())
+
+
+@pytest.mark.parametrize("device", ["a100-sxm4-40gb", "titan-xp", "rtx-3090", "mi100"])
+def test_baseline_peaks_are_the_roofline_readouts(device):
+    """Each precision's peak is the one the GNN's roofline readout uses: TF32 at the tensor rate on Ampere."""
+    from gnnperf.baselines.registry import peak_flops_per_s
+    from gnnperf.hardware import HARDWARE_FEATURES
+    from gnnperf.hardware.table import load_table
+    from gnnperf.hardware.vector import hardware_vector
+    from gnnperf.predictor.roofline import _PEAK
+
+    spec = load_table()[device]
+    hw = hardware_vector(spec)
+    for precision, column in _PEAK.items():
+        readout = np.expm1(hw[HARDWARE_FEATURES.index(column)]) or spec.peak_fp32_tflops
+        assert peak_flops_per_s(spec, precision) == pytest.approx(readout * 1e12, rel=1e-5), precision
+    if device == "a100-sxm4-40gb":  # 156 TF32 tensor TFLOP/s against 19.5 fp32
+        assert peak_flops_per_s(spec, "tf32") == pytest.approx(8 * peak_flops_per_s(spec, "fp32"), rel=0.01)
+    if device == "titan-xp":  # Pascal: no tensor cores, TF32 math runs at the fp32 rate
+        assert peak_flops_per_s(spec, "tf32") == peak_flops_per_s(spec, "fp32")
