@@ -18,6 +18,7 @@ model timed on another device and scales that time by the predicted ratio betwee
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from collections import defaultdict
@@ -77,6 +78,19 @@ def workload_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str,
     kinds = samples["hardware"].map(kind_of)
     return {
         str(kind): {k: sorted(map(str, part[k].unique())) for k in _BY_KIND}
+        for kind, part in samples.groupby(kinds, sort=True)
+    }
+
+
+def workload_combinations_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, list[list[str]]]:
+    """``{device kind: sorted [mode, precision, timed, memory_format] combinations}`` over a samples frame.
+
+    Each value can be seen on a kind without the combination (the shipped predictor's GPU rows have channels-last
+    only in training steps): :meth:`Predictor.predict` names a query's values that training never had together.
+    """
+    kinds = samples["hardware"].map(kind_of)
+    return {
+        str(kind): sorted(map(list, set(part[list(_BY_KIND)].astype(str).itertuples(index=False, name=None))))
         for kind, part in samples.groupby(kinds, sort=True)
     }
 
@@ -157,6 +171,17 @@ class Predictor:
     def devices(self) -> list[str]:
         """Devices seen in training; any other table entry or spec file is predicted from its specs."""
         return list(self.hparams["devices"])
+
+    def spec(self, hardware: str, hardware_file: str | None = None):
+        """The :class:`~gnnperf.hardware.table.HardwareSpec` of a device name or alias.
+
+        The hardware table and ``hardware_file`` first, then the devices this checkpoint was trained on
+        (``trained_on.hardware_specs``; the CPUs of the measured stores are in no table).
+        """
+        from gnnperf.hardware.table import get_spec, spec_from_dict
+
+        records = self.info.get("trained_on", {}).get("hardware_specs", {})
+        return get_spec(hardware, hardware_file, {n: spec_from_dict(d) for n, d in records.items()})
 
     def device_index(self, hardware: str) -> int:
         """Index of ``hardware`` among the training devices (its learned embedding), or -1 when unseen."""
@@ -256,13 +281,12 @@ class Predictor:
 
         from gnnperf.data.dataset import sample_data
         from gnnperf.graph.build import GraphCache, build_graph
-        from gnnperf.hardware.table import get_spec
         from gnnperf.hardware.vector import hardware_vector
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         items, graphs = [], []
         for q in queries:
-            spec = get_spec(q.hardware, hardware_file)
+            spec = self.spec(q.hardware, hardware_file)
             graph = build_graph(q.model, q.input_shape, cache=GraphCache())
             workload = q.workload(graph.input_shape)
             hw = torch.from_numpy(hardware_vector(spec))
@@ -311,6 +335,7 @@ class Predictor:
                 "outside_training_range": self._outside_training_range(workload),
             }
             row["unseen_on_device_kind"] = self._unseen_on_device_kind(row, spec.kind)
+            row["unseen_combination"] = self._unseen_combination(row, spec.kind)
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
@@ -376,6 +401,29 @@ class Predictor:
             if value not in here and value in elsewhere:
                 out.append(f"{name}={value} (a {kind} in training had only: {', '.join(here) or 'none'})")
         return out
+
+    def _unseen_combination(self, row: Mapping[str, Any], kind: str) -> list[str]:
+        """The smallest sets of this query's workload values seen on ``kind`` in training, but never together.
+
+        E.g. ``mode=infer + memory_format=channels_last`` on a GPU from the shipped predictor. Values never seen on
+        ``kind`` are left to :meth:`_unseen_on_device_kind` and :meth:`_unlearned_workload`. Checkpoints saved
+        before the combinations were recorded give an empty list.
+        """
+        trained_on = self.info.get("trained_on", {})
+        combos = trained_on.get("workload_combinations_by_kind", {}).get(kind)
+        if not combos:
+            return []
+        here = trained_on.get("workload_by_kind", {}).get(kind, {})
+        value = [str(row[name]) for name in _BY_KIND]
+        fields = [i for i, name in enumerate(_BY_KIND) if value[i] in here.get(name, [])]
+        found: list[tuple[int, ...]] = []
+        for size in range(2, len(fields) + 1):
+            for subset in itertools.combinations(fields, size):
+                if any(set(f) <= set(subset) for f in found):
+                    continue  # holds a smaller set never seen together: not minimal
+                if not any(all(seen[i] == value[i] for i in subset) for seen in combos):
+                    found.append(subset)
+        return [" + ".join(f"{_BY_KIND[i]}={value[i]}" for i in subset) for subset in found]
 
     def _unseen_op_types(self, graph) -> list[str]:
         """The graph's op types whose vocabulary entry (``OTHER`` for types outside it) no train graph had."""

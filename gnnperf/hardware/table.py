@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from functools import lru_cache
 from pathlib import Path
@@ -304,13 +305,23 @@ def _did_you_mean(text: str, table: dict[str, HardwareSpec]) -> str:
     return f" (did you mean: {', '.join(hits[:5])}?)" if hits else ""
 
 
-def get_spec(name_or_alias: str, extra: str | Path | None = None) -> HardwareSpec:
+def get_spec(
+    name_or_alias: str, extra: str | Path | None = None, records: Mapping[str, HardwareSpec] | None = None
+) -> HardwareSpec:
     """Look a device up by name or alias, ignoring case and punctuation.
+
+    Args:
+        name_or_alias: the device's name, display name or an alias.
+        extra: a user spec file (see :func:`load_table`).
+        records: devices beyond the table, e.g. those a predictor checkpoint was trained on (the CPUs of the
+            measured stores are in no table); a table or user entry of the same name wins.
 
     Raises:
         GnnperfError: unknown device; the message lists close names, all names and how to add one.
     """
     table = load_table(extra)
+    if records:
+        table = {**records, **table}
     name = _lookup(table, name_or_alias) if name_or_alias.strip() else None
     if name is None:
         raise GnnperfError(

@@ -129,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
         (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
     if args.epoch_samples:
         row["epoch"] = epoch_estimate(row, args.epoch_samples)
-    row["memory"], memory_note = _memory(query, row, args.hardware_file, args.max_batch)
+    spec = predictor.spec(row["hardware"], args.hardware_file)
+    row["memory"], memory_note = _memory(query, row, spec, args.max_batch)
     if memory_note:
         row["memory_note"] = memory_note
     if args.json:
@@ -180,6 +181,9 @@ def run(args: argparse.Namespace) -> int:
     if row["unseen_on_device_kind"]:
         unseen = ", ".join(row["unseen_on_device_kind"])
         print(f"  never seen on this kind of device in training, extrapolated: {unseen}")
+    if row["unseen_combination"]:
+        together = ", ".join(row["unseen_combination"])
+        print(f"  never together on this kind of device in training, extrapolated: {together}")
     if row["unseen_op_types"]:
         how = (
             f"{row['unseen_op_share']:.0%} of its roofline time; blended with the {row['fallback_baseline']} baseline, "
@@ -201,21 +205,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _memory(query, row: dict, hardware_file: str | None, max_batch: bool) -> tuple[dict | None, str | None]:
+def _memory(query, row: dict, spec, max_batch: bool) -> tuple[dict | None, str | None]:
     """The training step's peak memory on the device (:mod:`gnnperf.graph.memory`), or why there is none."""
     from gnnperf.errors import GnnperfError
     from gnnperf.graph.memory import largest_batch, training_memory
-    from gnnperf.hardware.table import get_spec
 
-    spec = get_spec(row["hardware"], hardware_file)
     if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:  # what it was checked on
         why = "no memory estimate: it covers training steps on a GPU whose memory size is known"
         return None, why if max_batch else None
     workload = query.workload(row["input_shape"])
     try:
-        memory = training_memory(query.model, workload).on_device(spec.memory_gb)
+        estimate = training_memory(query.model, workload)
+        memory = estimate.on_device(spec.memory_gb)
         if max_batch:
-            memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb)
+            memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate)
         return memory, None
     except GnnperfError as e:
         return None, str(e)

@@ -171,6 +171,50 @@ def test_workload_values_seen_only_on_gpus_are_named_on_a_cpu(trained):
     ]
 
 
+def test_a_device_in_no_table_resolves_from_the_checkpoints_records(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    records = predictor.info["trained_on"]["hardware_specs"]
+    assert set(records) == set(predictor.devices)  # the spec each training device was trained with
+    query = Query("zoo:mlp?depth=4&width=48&in_features=16", "cpu-intel-xeon-1t", 4)
+    with pytest.raises(GnnperfError, match="unknown hardware 'cpu-intel-xeon-1t'"):
+        predictor.predict(query)
+    # as a checkpoint trained on this project's CPU store records it (the CPUs are in no table)
+    cpu_spec = ROOT / "datasets" / "cpu" / "hardware" / "cpu-intel-xeon-1t.json"
+    records["cpu-intel-xeon-1t"] = json.loads(cpu_spec.read_text())
+    (row,) = predictor.predict(query)
+    (from_file,) = predictor.predict(query, hardware_file=cpu_spec)
+    assert row["hardware"] == "cpu-intel-xeon-1t"
+    assert row["iteration_time_ms"] == from_file["iteration_time_ms"]
+
+
+def test_values_seen_on_a_device_kind_but_never_together_are_named(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    trained_on = predictor.info["trained_on"]
+    assert trained_on["workload_combinations_by_kind"] == {
+        "gpu": [["train", "fp32", "fwd+bwd+opt", "contiguous"]]
+    }
+    # as the shipped predictor's GPU rows: channels-last only in training steps, inference only NCHW
+    trained_on["workload_by_kind"]["gpu"] = {
+        "mode": ["infer", "train"],
+        "precision": ["fp32"],
+        "timed": ["fwd", "fwd+bwd+opt"],
+        "memory_format": ["channels_last", "contiguous"],
+    }
+    trained_on["workload_combinations_by_kind"]["gpu"] = [
+        ["train", "fp32", "fwd+bwd+opt", "contiguous"],
+        ["train", "fp32", "fwd+bwd+opt", "channels_last"],
+        ["infer", "fp32", "fwd", "contiguous"],
+    ]
+    query = Query("zoo:mlp?depth=4&width=48&in_features=16", "rtx-3090", 4, memory_format="channels_last")
+    train_nhwc, infer_nhwc = predictor.predict([query, replace(query, mode="infer")])
+    assert train_nhwc["unseen_combination"] == []
+    # the smallest sets only: the two pairs, not the triple or all four that hold them
+    assert infer_nhwc["unseen_combination"] == [
+        "mode=infer + memory_format=channels_last",
+        "timed=fwd + memory_format=channels_last",
+    ]
+
+
 def test_op_types_unseen_in_training_lean_on_the_flops_baseline(trained):
     predictor = Predictor.from_checkpoint(trained[0])
     assert predictor.fallback is not None  # conf/train.yaml: unseen_op_fallback: flops
