@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
+    from gnnperf.hardware.table import HardwareSpec
     from gnnperf.measure.workload import Workload
 
 DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
@@ -172,8 +173,8 @@ class Predictor:
         """Devices seen in training; any other table entry or spec file is predicted from its specs."""
         return list(self.hparams["devices"])
 
-    def spec(self, hardware: str, hardware_file: str | None = None):
-        """The :class:`~gnnperf.hardware.table.HardwareSpec` of a device name or alias.
+    def spec(self, hardware: str, hardware_file: str | None = None) -> HardwareSpec:
+        """The spec of a device name or alias.
 
         The hardware table and ``hardware_file`` first, then the devices this checkpoint was trained on
         (``trained_on.hardware_specs``; the CPUs of the measured stores are in no table).

@@ -13,7 +13,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="model reference (timm:NAME, torchvision:NAME, hf:config.json, zoo:..., .onnx, pkg.mod:fn)",
     )
     parser.add_argument(
-        "--hardware", required=True, help="hardware table name or alias (see `gnnperf hardware list`)"
+        "--hardware",
+        required=True,
+        help="hardware table name or alias (see `gnnperf hardware list`), or a device the checkpoint was trained on",
     )
     parser.add_argument("--hardware-file", help="extra hardware spec file (CSV/YAML/JSON)")
     parser.add_argument("--batch-size", type=int, required=True, help="samples per iteration on each device")
