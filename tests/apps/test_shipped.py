@@ -7,6 +7,7 @@ import math
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,26 @@ def test_a_device_only_in_the_table_is_predicted_from_its_specs():
     unseen = next(d for d in ("h100-sxm", "h100-pcie", "l40s") if d not in predictor.devices)
     (row,) = predictor.predict(Query("torchvision:resnet18", unseen, 32, precision="amp_fp16"))
     assert not row["hardware_seen_in_training"] and row["iteration_time_ms"] > 0
+
+
+def test_every_device_it_was_trained_on_is_named_without_a_spec_file():
+    """The CPUs of its data are in no table: the checkpoint's records resolve them."""
+    env = {k: v for k, v in os.environ.items() if k != predict_module.DEFAULT_CHECKPOINT_ENV}
+    cmd = [sys.executable, "-m", "gnnperf.cli", "predict", "timm:resnet18", "--batch-size", "8", "--json"]
+    predictor = Predictor.from_checkpoint(None)
+    cpus = [d for d in predictor.devices if d.startswith("cpu-")]
+    assert "cpu-intel-xeon-1t" in cpus and "cpu-i9-10940x" in cpus
+    for device in cpus:
+        assert predictor.spec(device).name == device
+    res = subprocess.run(
+        [*cmd, "--hardware", "cpu-intel-xeon-1t", "--precision", "fp32"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert res.returncode == 0, res.stderr
+    row = json.loads(res.stdout)
+    assert row["hardware_seen_in_training"] and row["iteration_time_ms"] > 0 and row["memory"] is None
 
 
 def test_no_checkpoint_at_all_is_a_user_error(monkeypatch, tmp_path):
@@ -90,8 +111,12 @@ def test_a_workload_it_never_learned_is_named():
     assert cpu["unseen_on_device_kind"] == [
         "memory_format=channels_last (a cpu in training had only: contiguous)"
     ]
-    (gpu,) = predictor.predict(Query("torchvision:resnet18", "t4", 8, memory_format="channels_last"))
-    assert gpu["unseen_on_device_kind"] == []
+    nhwc = replace(nhwc, hardware="t4", precision="amp_fp16")  # as timm's channels-last training rows
+    gpu, fp32, infer = predictor.predict([nhwc, replace(nhwc, precision="fp32"), replace(nhwc, mode="infer")])
+    assert gpu["unseen_on_device_kind"] == [] and gpu["unseen_combination"] == []
+    # ... but its GPU rows had channels-last only in AMP fp16 training steps
+    assert fp32["unseen_combination"] == ["precision=fp32 + memory_format=channels_last"]
+    assert "mode=infer + memory_format=channels_last" in infer["unseen_combination"]
 
 
 def test_predict_says_whether_the_training_step_fits_in_the_device_memory():
