@@ -265,6 +265,31 @@ class Predictor:
         row["transfer_factor"] = factor
         return row
 
+    def memory(
+        self, query: Query, hardware_file: str | None = None, max_batch: bool = False
+    ) -> dict[str, Any] | None:
+        """The training step's peak memory per device for ``query`` (:mod:`gnnperf.graph.memory`; not learned).
+
+        The dict of :meth:`~gnnperf.graph.memory.MemoryEstimate.on_device` (MB by what holds them, the device's
+        memory, ``fits`` and ``verdict``), with ``largest_batch`` per device when ``max_batch``; None where the
+        estimate does not apply: anything but a training step on a GPU whose memory size is known (what it was
+        checked on).
+
+        Raises:
+            GnnperfError: a model the shape-only trace cannot run, or an ONNX file (no PyTorch model to trace).
+        """
+        from gnnperf.graph.memory import largest_batch, training_memory
+
+        spec = self.spec(query.hardware, hardware_file)
+        if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
+            return None
+        workload = query.workload(query.input_shape or ())  # () is the model's default input
+        estimate = training_memory(query.model, workload)
+        memory = estimate.on_device(spec.memory_gb)
+        if max_batch:
+            memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate)
+        return memory
+
     def predict(
         self,
         queries: Query | Iterable[Query],

@@ -131,10 +131,14 @@ def run(args: argparse.Namespace) -> int:
         (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
     if args.epoch_samples:
         row["epoch"] = epoch_estimate(row, args.epoch_samples)
-    spec = predictor.spec(row["hardware"], args.hardware_file)
-    row["memory"], memory_note = _memory(query, row, spec, args.max_batch)
-    if memory_note:
-        row["memory_note"] = memory_note
+    try:
+        row["memory"] = predictor.memory(query, args.hardware_file, max_batch=args.max_batch)
+        if row["memory"] is None and args.max_batch:
+            row["memory_note"] = (
+                "no memory estimate: it covers training steps on a GPU whose memory size is known"
+            )
+    except GnnperfError as e:  # a model the shape-only trace cannot run
+        row["memory"], row["memory_note"] = None, str(e)
     if args.json:
         print(json.dumps(row))
         return 0
@@ -169,8 +173,8 @@ def run(args: argparse.Namespace) -> int:
         )
         if "largest_batch" in m:
             print(f"  largest batch whose step fits: {m['largest_batch']} per device")
-    elif memory_note:
-        print(f"  {memory_note}")
+    elif "memory_note" in row:
+        print(f"  {row['memory_note']}")
     if row["unlearned_workload"]:
         print(
             f"  not learned (constant in this checkpoint's training data), so ignored by the network: "
@@ -205,25 +209,6 @@ def run(args: argparse.Namespace) -> int:
     for op in row.get("breakdown", []):
         print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
     return 0
-
-
-def _memory(query, row: dict, spec, max_batch: bool) -> tuple[dict | None, str | None]:
-    """The training step's peak memory on the device (:mod:`gnnperf.graph.memory`), or why there is none."""
-    from gnnperf.errors import GnnperfError
-    from gnnperf.graph.memory import largest_batch, training_memory
-
-    if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:  # what it was checked on
-        why = "no memory estimate: it covers training steps on a GPU whose memory size is known"
-        return None, why if max_batch else None
-    workload = query.workload(row["input_shape"])
-    try:
-        estimate = training_memory(query.model, workload)
-        memory = estimate.on_device(spec.memory_gb)
-        if max_batch:
-            memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate)
-        return memory, None
-    except GnnperfError as e:
-        return None, str(e)
 
 
 def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:

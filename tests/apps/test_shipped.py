@@ -143,3 +143,20 @@ def test_predict_says_whether_the_training_step_fits_in_the_device_memory():
     )
     row = json.loads(infer.stdout)
     assert row["memory"] is None and "training steps" in row["memory_note"]  # asked for, and told why not
+
+
+def test_the_memory_estimate_from_python_is_the_clis():
+    predictor = Predictor.from_checkpoint(None)
+    query = Query("timm:resnet50", "rtx-3090", 64, precision="amp_fp16")
+    memory = predictor.memory(query, max_batch=True)
+    assert memory["fits"] and memory["largest_batch"] > 64
+    cli = subprocess.run(
+        [sys.executable, "-m", "gnnperf.cli", "predict", "timm:resnet50", "--hardware", "rtx-3090"]
+        + ["--batch-size", "64", "--precision", "amp_fp16", "--max-batch", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    assert json.loads(cli.stdout)["memory"] == memory
+    # no estimate for inference or a CPU: None, not an error
+    assert predictor.memory(replace(query, mode="infer")) is None
+    assert predictor.memory(replace(query, hardware="cpu-intel-xeon-1t", precision="fp32")) is None
