@@ -26,12 +26,25 @@ def main() -> int:
     print(f"\ncomparison, per-family and per-device tables, plots and the checkpoint are in {out}/\n")
 
     ckpt = str(out / "predictor.ckpt")
-    hw = sorted(Path("datasets/cpu/hardware").glob("*-1t.json"))[0]
+    # a CPU it trained on: in no hardware table, its spec is in the checkpoint
+    hw = sorted(Path("datasets/cpu/hardware").glob("*-1t.json"))[0].stem
     unseen = "timm:resnet18"  # a real architecture the zoo never produced
-    print(f"$ gnnperf predict {unseen} --input-shape 3,64,64 --hardware {hw.stem} --batch-size 16")
+    print(
+        f"$ gnnperf predict {unseen} --input-shape 3,64,64 --hardware {hw} --batch-size 16 --checkpoint {ckpt}"
+    )
     return cli_main(
-        ["predict", unseen, "--input-shape", "3,64,64", "--hardware", hw.stem, "--hardware-file", str(hw)]
-        + ["--batch-size", "16", "--checkpoint", ckpt]
+        [
+            "predict",
+            unseen,
+            "--input-shape",
+            "3,64,64",
+            "--hardware",
+            hw,
+            "--batch-size",
+            "16",
+            "--checkpoint",
+            ckpt,
+        ]
     )
 
 
