@@ -44,6 +44,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     for part in ("train", "val", "test"):
         if len(dm.split[part]) == 0:
             raise GnnperfError(f"the {part} part of split '{cfg.split.name}' is empty")
+    # again: processing the dataset (exporting models with random weights) draws from the global generators, so
+    # without this a run that processes trains another network than one that loads the processed data
+    pl.seed_everything(int(cfg.seed), workers=True)
     model = instantiate(cfg.model, stats=dm.stats, devices=list(dm.dataset.devices))
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False

@@ -129,6 +129,23 @@ def test_train_returns_metrics_and_writes_a_predictor(trained):
     )
 
 
+def test_a_run_that_processes_the_dataset_trains_what_a_run_that_loads_it_does(store, tmp_path):
+    """Processing exports the models (random weights, the global generators); training must not depend on it."""
+    metrics = []
+    for run in ("processes", "loads"):
+        c = cfg(
+            "train",
+            store,
+            tmp_path,
+            "experiment=quick",
+            "trainer.max_epochs=1",
+            "baselines=[]",
+            "plots=false",
+        )
+        metrics.append(train(_resolve_hydra_paths(c, tmp_path / run)))
+    assert metrics[0]["test/mape"] == metrics[1]["test/mape"]
+
+
 def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
     predictor = Predictor.from_checkpoint(trained[0])
     assert set(predictor.devices) == {"rtx-3090", "a100-sxm4-40gb"}
