@@ -18,7 +18,6 @@ model timed on another device and scales that time by the predicted ratio betwee
 
 from __future__ import annotations
 
-import itertools
 import math
 import os
 from collections import defaultdict
@@ -53,47 +52,6 @@ def save_predictor(module, path: str | Path, **extra: Any) -> Path:
     torch.save(ckpt, tmp)
     os.replace(tmp, path)
     return path
-
-
-# Workload sizes whose training range a checkpoint records (trained_on.workload_range), so that a query outside it
-# is named: the network has seen these features vary, but only within that range.
-_RANGED = ("batch_size", "num_devices")
-
-
-def workload_range(samples) -> dict[str, list[int]]:
-    """``{column: [min, max]}`` of the ranged workload sizes over a samples frame (the train part of a run)."""
-    return {k: [int(samples[k].min()), int(samples[k].max())] for k in _RANGED}
-
-
-# Categorical workload fields whose values a checkpoint records per device kind (trained_on.workload_by_kind): each
-# is learned across kinds, so a value seen only on GPUs (channels_last, amp_fp16) is extrapolated on a CPU.
-_BY_KIND = ("mode", "precision", "timed", "memory_format")
-
-
-def workload_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
-    """``{device kind: {field: sorted values}}`` of the categorical workload fields over a samples frame.
-
-    Args:
-        kind_of: device name -> its kind (``gpu``/``cpu``), for every device of ``samples``.
-    """
-    kinds = samples["hardware"].map(kind_of)
-    return {
-        str(kind): {k: sorted(map(str, part[k].unique())) for k in _BY_KIND}
-        for kind, part in samples.groupby(kinds, sort=True)
-    }
-
-
-def workload_combinations_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, list[list[str]]]:
-    """``{device kind: sorted [mode, precision, timed, memory_format] combinations}`` over a samples frame.
-
-    Each value can be seen on a kind without the combination (the shipped predictor's GPU rows have channels-last
-    only in training steps): :meth:`Predictor.predict` names a query's values that training never had together.
-    """
-    kinds = samples["hardware"].map(kind_of)
-    return {
-        str(kind): sorted(map(list, set(part[list(_BY_KIND)].astype(str).itertuples(index=False, name=None))))
-        for kind, part in samples.groupby(kinds, sort=True)
-    }
 
 
 @dataclass(frozen=True)
@@ -337,7 +295,10 @@ class Predictor:
                 f"a per-op breakdown needs a checkpoint trained with the additive or roofline readout; {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
+        from gnnperf.predictor.coverage import outside_range, unseen_combinations, unseen_on_kind
+
         lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
+        trained_on = self.info.get("trained_on", {})
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
             ms = float(all_ms[i])
@@ -358,10 +319,10 @@ class Predictor:
                 "checkpoint": str(self.path),
                 "unseen_op_types": self._unseen_op_types(graph),
                 "unlearned_workload": self._unlearned_workload(items[i].u[0]),
-                "outside_training_range": self._outside_training_range(workload),
+                "outside_training_range": outside_range(trained_on, workload),
             }
-            row["unseen_on_device_kind"] = self._unseen_on_device_kind(row, spec.kind)
-            row["unseen_combination"] = self._unseen_combination(row, spec.kind)
+            row["unseen_on_device_kind"] = unseen_on_kind(trained_on, row, spec.kind)
+            row["unseen_combination"] = unseen_combinations(trained_on, row, spec.kind)
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
@@ -396,60 +357,6 @@ class Predictor:
             for j, name in enumerate(self.hparams["graph_features"])
             if name in workload and not bool(std.varied[j]) and abs(float(u[j]) - float(std.mean[j])) > 1e-6
         ]
-
-    def _outside_training_range(self, workload) -> list[str]:
-        """``name=value (trained lo..hi)`` for each ranged workload size outside its training range.
-
-        A size that was constant in training is left to :meth:`_unlearned_workload`. Checkpoints saved before the
-        range was recorded give an empty list.
-        """
-        ranges = self.info.get("trained_on", {}).get("workload_range", {})
-        out = []
-        for name, (lo, hi) in ranges.items():
-            value = getattr(workload, name)
-            if lo < hi and not lo <= value <= hi:
-                out.append(f"{name}={value} (trained {lo}..{hi})")
-        return out
-
-    def _unseen_on_device_kind(self, row: Mapping[str, Any], kind: str) -> list[str]:
-        """``field=value`` for each workload value seen in training on another device kind but never on ``kind``.
-
-        ``row`` is the prediction's row, whose workload keys are the sample columns recorded in training. A value
-        seen on no device at all is left to :meth:`_unlearned_workload`. Checkpoints saved before these values
-        were recorded give an empty list.
-        """
-        seen = self.info.get("trained_on", {}).get("workload_by_kind", {})
-        out = []
-        for name in _BY_KIND:
-            value = str(row[name])
-            here = seen.get(kind, {}).get(name, [])
-            elsewhere = {v for k, fields in seen.items() if k != kind for v in fields.get(name, [])}
-            if value not in here and value in elsewhere:
-                out.append(f"{name}={value} (a {kind} in training had only: {', '.join(here) or 'none'})")
-        return out
-
-    def _unseen_combination(self, row: Mapping[str, Any], kind: str) -> list[str]:
-        """The smallest sets of this query's workload values seen on ``kind`` in training, but never together.
-
-        E.g. ``mode=infer + memory_format=channels_last`` on a GPU from the shipped predictor. Values never seen on
-        ``kind`` are left to :meth:`_unseen_on_device_kind` and :meth:`_unlearned_workload`. Checkpoints saved
-        before the combinations were recorded give an empty list.
-        """
-        trained_on = self.info.get("trained_on", {})
-        combos = trained_on.get("workload_combinations_by_kind", {}).get(kind)
-        if not combos:
-            return []
-        here = trained_on.get("workload_by_kind", {}).get(kind, {})
-        value = [str(row[name]) for name in _BY_KIND]
-        fields = [i for i, name in enumerate(_BY_KIND) if value[i] in here.get(name, [])]
-        found: list[tuple[int, ...]] = []
-        for size in range(2, len(fields) + 1):
-            for subset in itertools.combinations(fields, size):
-                if any(set(f) <= set(subset) for f in found):
-                    continue  # holds a smaller set never seen together: not minimal
-                if not any(all(seen[i] == value[i] for i in subset) for seen in combos):
-                    found.append(subset)
-        return [" + ".join(f"{_BY_KIND[i]}={value[i]}" for i in subset) for subset in found]
 
     def _unseen_op_types(self, graph) -> list[str]:
         """The graph's op types whose vocabulary entry (``OTHER`` for types outside it) no train graph had."""

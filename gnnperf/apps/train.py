@@ -27,12 +27,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.eval.compare import baseline_data, compare
     from gnnperf.eval.tables import print_table
     from gnnperf.hardware.table import spec_to_dict
-    from gnnperf.predict import (
-        save_predictor,
-        workload_by_kind,
-        workload_combinations_by_kind,
-        workload_range,
-    )
+    from gnnperf.predict import save_predictor
+    from gnnperf.predictor.coverage import coverage
     from gnnperf.predictor.fallback import UnseenOpFallback, check_fallback_name
 
     if cfg.get("unseen_op_fallback"):
@@ -73,7 +69,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         )
     # saved before the baselines run: a failure there (memory, a baseline bug) does not lose the trained model
     train_samples = dm.dataset.samples.iloc[dm.split["train"]]
-    kind_of = {name: spec.kind for name, spec in dm.dataset.hardware_specs.items()}
     save_predictor(
         model,
         cfg.checkpoint_out,
@@ -83,9 +78,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "stores": list(cfg.data.stores),
             "split": OmegaConf.to_container(cfg.split),
             "seed": int(cfg.seed),
-            "workload_range": workload_range(train_samples),
-            "workload_by_kind": workload_by_kind(train_samples, kind_of),
-            "workload_combinations_by_kind": workload_combinations_by_kind(train_samples, kind_of),
+            **coverage(train_samples, {name: spec.kind for name, spec in dm.dataset.hardware_specs.items()}),
             # the specs the devices were trained with, for `gnnperf predict` on those in no table (CPUs)
             "hardware_specs": {name: spec_to_dict(spec) for name, spec in dm.dataset.hardware_specs.items()},
         },

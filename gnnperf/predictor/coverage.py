@@ -1,0 +1,116 @@
+"""What a checkpoint's training rows covered (``trained_on`` in the checkpoint), and which queries leave it.
+
+``gnnperf-train`` records it from the train part's samples (:func:`coverage`); :class:`~gnnperf.predict.Predictor`
+checks every query against it, so that a prediction names what it extrapolates instead of doing so silently:
+
+- a batch size or device count outside the trained range (:func:`outside_range`): the network has seen these
+  features vary, but only within that range;
+- a workload value seen in training only on the other kind of device (:func:`unseen_on_kind`): each categorical
+  feature is learned across kinds, so a value seen only on GPUs (channels_last, amp_fp16) is extrapolated on a CPU;
+- values each seen on the query's kind of device but never together (:func:`unseen_combinations`).
+
+Checkpoints saved before an entry was recorded give empty lists.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping
+from typing import Any
+
+# Workload sizes whose training range is recorded (``workload_range``).
+RANGED = ("batch_size", "num_devices")
+# Categorical workload fields whose values and combinations are recorded per device kind.
+BY_KIND = ("mode", "precision", "timed", "memory_format")
+
+
+def workload_range(samples) -> dict[str, list[int]]:
+    """``{column: [min, max]}`` of the ranged workload sizes over a samples frame (the train part of a run)."""
+    return {k: [int(samples[k].min()), int(samples[k].max())] for k in RANGED}
+
+
+def workload_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
+    """``{device kind: {field: sorted values}}`` of the categorical workload fields over a samples frame.
+
+    Args:
+        kind_of: device name -> its kind (``gpu``/``cpu``), for every device of ``samples``.
+    """
+    kinds = samples["hardware"].map(kind_of)
+    return {
+        str(kind): {k: sorted(map(str, part[k].unique())) for k in BY_KIND}
+        for kind, part in samples.groupby(kinds, sort=True)
+    }
+
+
+def workload_combinations_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, list[list[str]]]:
+    """``{device kind: sorted [mode, precision, timed, memory_format] combinations}`` over a samples frame.
+
+    Each value can be seen on a kind without the combination: the shipped predictor's GPU rows have channels-last
+    only in AMP fp16 training steps.
+    """
+    kinds = samples["hardware"].map(kind_of)
+    return {
+        str(kind): sorted(map(list, set(part[list(BY_KIND)].astype(str).itertuples(index=False, name=None))))
+        for kind, part in samples.groupby(kinds, sort=True)
+    }
+
+
+def coverage(samples, kind_of: Mapping[str, str]) -> dict[str, Any]:
+    """The ``trained_on`` entries of a train part: its workload range, values and combinations per device kind."""
+    return {
+        "workload_range": workload_range(samples),
+        "workload_by_kind": workload_by_kind(samples, kind_of),
+        "workload_combinations_by_kind": workload_combinations_by_kind(samples, kind_of),
+    }
+
+
+def outside_range(trained_on: Mapping[str, Any], workload) -> list[str]:
+    """``name=value (trained lo..hi)`` for each ranged workload size outside its training range.
+
+    A size that was constant in training is left to the network's own check (``unlearned_workload``).
+    """
+    out = []
+    for name, (lo, hi) in trained_on.get("workload_range", {}).items():
+        value = getattr(workload, name)
+        if lo < hi and not lo <= value <= hi:
+            out.append(f"{name}={value} (trained {lo}..{hi})")
+    return out
+
+
+def unseen_on_kind(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: str) -> list[str]:
+    """``field=value`` for each workload value seen in training on another device kind but never on ``kind``.
+
+    ``row`` is the prediction's row, whose workload keys are the sample columns recorded in training. A value
+    seen on no device at all is left to ``unlearned_workload``.
+    """
+    seen = trained_on.get("workload_by_kind", {})
+    out = []
+    for name in BY_KIND:
+        value = str(row[name])
+        here = seen.get(kind, {}).get(name, [])
+        elsewhere = {v for k, fields in seen.items() if k != kind for v in fields.get(name, [])}
+        if value not in here and value in elsewhere:
+            out.append(f"{name}={value} (a {kind} in training had only: {', '.join(here) or 'none'})")
+    return out
+
+
+def unseen_combinations(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: str) -> list[str]:
+    """The smallest sets of the row's workload values seen on ``kind`` in training, but never together.
+
+    E.g. ``mode=infer + memory_format=channels_last`` on a GPU from the shipped predictor. Values never seen on
+    ``kind`` are left to :func:`unseen_on_kind` and ``unlearned_workload``.
+    """
+    combos = trained_on.get("workload_combinations_by_kind", {}).get(kind)
+    if not combos:
+        return []
+    here = trained_on.get("workload_by_kind", {}).get(kind, {})
+    value = [str(row[name]) for name in BY_KIND]
+    fields = [i for i, name in enumerate(BY_KIND) if value[i] in here.get(name, [])]
+    found: list[tuple[int, ...]] = []
+    for size in range(2, len(fields) + 1):
+        for subset in itertools.combinations(fields, size):
+            if any(set(f) <= set(subset) for f in found):
+                continue  # holds a smaller set never seen together: not minimal
+            if not any(all(seen[i] == value[i] for i in subset) for seen in combos):
+                found.append(subset)
+    return [" + ".join(f"{BY_KIND[i]}={value[i]}" for i in subset) for subset in found]
