@@ -206,12 +206,19 @@ class PerfGNN(nn.Module):
             context = torch.cat([context, self.agg_encoder(self.standardize["agg"](batch.agg))], dim=-1)
         return h, context, node_batch
 
+    def _readout_inputs(self, batch, node_batch: Tensor) -> dict[str, Tensor | tuple[Tensor, Tensor]]:
+        """What the readout takes beyond node states and context: the roofline prior, the op types."""
+        inputs = {}
+        if self.prior is not None:
+            inputs["prior"] = self.prior(batch, node_batch)
+        if getattr(self.readout, "needs_op", False):
+            inputs["op"] = batch.op
+        return inputs
+
     def forward(self, batch) -> tuple[Tensor, Tensor | None]:
         """``(log_ms [B], per-node contribution in ms [N] or None)`` for a PyG batch (see issue 4's format)."""
         h, context, node_batch = self._encode(batch)
-        if self.prior is not None:
-            return self.readout(h, context, node_batch, self.prior(batch, node_batch))
-        return self.readout(h, context, node_batch)
+        return self.readout(h, context, node_batch, **self._readout_inputs(batch, node_batch))
 
     @torch.no_grad()
     def breakdown(self, batch) -> Breakdown:
@@ -221,8 +228,9 @@ class PerfGNN(nn.Module):
                 "this predictor's readout has no per-op breakdown; train with readout=additive or roofline"
             )
         h, context, node_batch = self._encode(batch)
-        prior = (self.prior(batch, node_batch),) if self.prior is not None else ()
-        log_node, log_overhead = self.readout.parts(h, context, node_batch, *prior)
+        log_node, log_overhead = self.readout.parts(
+            h, context, node_batch, **self._readout_inputs(batch, node_batch)
+        )
         node_ms, overhead_ms = torch.exp(log_node), torch.exp(log_overhead)
         total_ms = overhead_ms.clone().index_add_(0, node_batch, node_ms)
         return Breakdown(node_ms, overhead_ms, total_ms)

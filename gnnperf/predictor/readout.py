@@ -24,8 +24,14 @@ correction from the pooled node states bounded to ``[1/MAX_CORRECTION, MAX_CORRE
 never seen in training (an op type no training graph had) cannot move the prediction further than that bound
 from the cost model, which is where an unbounded readout extrapolates worst (experiments/cpu_holdout_family).
 
+``opcost``: the ``opcost`` baseline's form, trained with the network: each op costs its class's rates times its
+roofline terms plus its class's launch cost, with 19 learned rates shared by every graph and device, and the
+graph's time is their sum times a correction from the pooled node states bounded to ``[1/2, 2]``. The network
+can only say how this model is off for a graph, not replace its device dependence (experiments/torchvision_lodo).
+
 All return ``(log_ms [B], node_contrib_ms [N] or None)``; readouts with ``needs_prior = True`` also take the
-per-op ``(compute ms, memory ms)`` of :class:`~gnnperf.predictor.roofline.RooflinePrior`. The context's first
+per-op ``(compute ms, memory ms)`` of :class:`~gnnperf.predictor.roofline.RooflinePrior`, and those with
+``needs_op = True`` each op's index in ``OP_VOCAB`` (``op``). The context's first
 ``hidden`` columns are the device and workload (``HardwareConditioning``); the rest, if any, encode the graph's
 aggregate features. Register more with :func:`register_readout`.
 """
@@ -39,7 +45,9 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
+from gnnperf.baselines.opcost import CLASSES, OP_CLASSES
 from gnnperf.errors import GnnperfError, suggest
+from gnnperf.graph.features import OP_VOCAB
 
 READOUTS: dict[str, Callable[..., nn.Module]] = {}
 
@@ -275,6 +283,62 @@ class AnchoredReadout(nn.Module):
         bound = math.log(self.MAX_CORRECTION)
         correction, _ = self.pool(h, context, batch)
         return log_cost + bound * torch.tanh(correction / bound), None
+
+
+@register_readout("opcost")
+class OpCostReadout(nn.Module):
+    """Per-op-class rates shared by all graphs and devices, times a bounded graph correction; see the module docstring.
+
+    An op of class ``k`` costs ``a_k * compute_ms + b_k * memory_ms + c_k`` and a graph adds ``d``, the classes
+    and terms of :mod:`gnnperf.baselines.opcost`. The log-rates are parameters, not outputs of the network, so no
+    graph or device can move them; they are stored as ``log_rate / RATE_STEP`` so that the optimiser's steps,
+    of the learning rate's size, move them ``RATE_STEP`` times faster than the network's weights: they start a few
+    units of log from their fitted values (the baseline fits them in closed form; a gradient fit needs that speed).
+    """
+
+    needs_prior = True
+    needs_op = True
+    MAX_CORRECTION = 2.0
+    RATE_STEP = 10.0
+
+    def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
+        super().__init__()
+        other = CLASSES.index("other")
+        op_class = [other] * len(OP_VOCAB)
+        for k, types in enumerate(OP_CLASSES.values()):
+            for t in types:
+                if t in OP_VOCAB:
+                    op_class[OP_VOCAB.index(t)] = k
+        self.register_buffer("op_class", torch.tensor(op_class))
+        # start near: twice the compute time, the memory time, 10 us per op launch; 1 ms per graph
+        start = torch.tensor([math.log(2.0), 0.0, math.log(0.01)]).repeat(len(CLASSES), 1)
+        self.scaled_log_rates = nn.Parameter(start / self.RATE_STEP)
+        self.scaled_log_overhead = nn.Parameter(torch.zeros(()))
+        self.pool = PooledReadout(hidden, context_dim, dropout)
+
+    def parts(
+        self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor], op: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        """(log ms of each op [N], log ms of each graph's overhead [B]), the correction included."""
+        rates = self.RATE_STEP * self.scaled_log_rates[self.op_class[op]]
+        log_node = torch.logsumexp(
+            torch.stack(
+                [torch.log(prior[0] + 1e-9), torch.log(prior[1] + 1e-9), torch.zeros_like(prior[0])], -1
+            )
+            + rates,
+            -1,
+        )
+        bound = math.log(self.MAX_CORRECTION)
+        correction, _ = self.pool(h, context, batch)
+        correction = bound * torch.tanh(correction / bound)
+        log_overhead = self.RATE_STEP * self.scaled_log_overhead + correction
+        return log_node + correction[batch], log_overhead
+
+    def forward(
+        self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor], op: Tensor
+    ) -> tuple[Tensor, Tensor]:
+        log_node, log_overhead = self.parts(h, context, batch, prior, op)
+        return _segment_logsumexp(log_node, batch, log_overhead), torch.exp(log_node)
 
 
 def build_readout(name: str, hidden: int, context_dim: int, dropout: float = 0.0) -> nn.Module:

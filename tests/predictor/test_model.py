@@ -40,7 +40,7 @@ def test_forward_backward(backbone, readout):
     )
     log_ms, contrib = model(batch)
     assert log_ms.shape == (3,) and torch.isfinite(log_ms).all()
-    if readout in ("additive", "roofline", "roofline_scaled", "roofline_overlap"):
+    if readout in ("additive", "roofline", "roofline_scaled", "roofline_overlap", "opcost"):
         assert contrib.shape == (batch.num_nodes,) and (contrib > 0).all()
     else:
         assert contrib is None
@@ -51,7 +51,7 @@ def test_forward_backward(backbone, readout):
     assert model.node_encoder[0].weight.grad.abs().sum() > 0
 
 
-@pytest.mark.parametrize("readout", ["additive", "roofline", "roofline_scaled", "roofline_overlap"])
+@pytest.mark.parametrize("readout", ["additive", "roofline", "roofline_scaled", "roofline_overlap", "opcost"])
 def test_breakdown_sums_to_total(readout):
     batch = make_batch()
     model = small_model(readout=readout, stats=stats_of(batch.to_data_list())).eval()
@@ -303,3 +303,32 @@ def test_anchored_readout_stays_within_its_bound_of_the_cost_model():
     assert contrib is None
     assert ((log_ms - cost).abs() <= np.log(AnchoredReadout.MAX_CORRECTION) + 1e-5).all()
     assert ((log_ms - cost).abs() > 0.5).all()  # and the correction does act
+
+
+def test_opcost_readout_prices_each_op_by_its_class_within_its_bound():
+    from gnnperf.baselines.opcost import CLASSES
+    from gnnperf.graph.features import OP_INDEX
+    from gnnperf.predictor.readout import OpCostReadout
+
+    readout = OpCostReadout(hidden=8, context_dim=16)
+    with torch.no_grad():  # a rate of its own for each class and term
+        readout.scaled_log_rates.copy_(torch.randn(len(CLASSES), 3) / readout.RATE_STEP)
+    torch.nn.init.normal_(readout.pool.mlp[-1].weight, std=100.0)  # a wildly confident correction
+    h, context = torch.randn(4, 8), torch.randn(2, 16)
+    batch = torch.tensor([0, 0, 1, 1])
+    op = torch.tensor([OP_INDEX["Conv"], OP_INDEX["Relu"], OP_INDEX["MatMul"], OP_INDEX["Conv"]])
+    prior = (torch.rand(4) * 5.0, torch.rand(4))
+    log_ms, contrib = readout(h, context, batch, prior, op)
+    rates = (readout.RATE_STEP * readout.scaled_log_rates).exp().detach()
+    cls = [CLASSES.index(k) for k in ("conv", "other", "matmul", "conv")]
+    op_ms = torch.stack(
+        [rates[k, 0] * prior[0][i] + rates[k, 1] * prior[1][i] + rates[k, 2] for i, k in enumerate(cls)]
+    )
+    overhead = (readout.RATE_STEP * readout.scaled_log_overhead).exp().detach()
+    cost = torch.log(torch.zeros(2).index_add_(0, batch, op_ms) + overhead)
+    gap = (log_ms - cost).detach().abs()
+    assert (gap <= np.log(OpCostReadout.MAX_CORRECTION) + 1e-5).all() and (gap > 0.5).all()
+    # each op's share is its class-priced time under its graph's one correction
+    share = (contrib / op_ms).detach()
+    torch.testing.assert_close(share[0], share[1])
+    torch.testing.assert_close(share[2], share[3])
