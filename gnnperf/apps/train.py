@@ -24,6 +24,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     import torch
     from hydra.utils import instantiate
 
+    from gnnperf.baselines import get_baseline
     from gnnperf.eval.compare import baseline_data, compare
     from gnnperf.eval.tables import print_table
     from gnnperf.hardware.table import spec_to_dict
@@ -44,6 +45,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     # without this a run that processes trains another network than one that loads the processed data
     pl.seed_everything(int(cfg.seed), workers=True)
     model = instantiate(cfg.model, stats=dm.stats, devices=list(dm.dataset.devices))
+    train_data = baseline_data(dm, "train")
+    if hasattr(
+        model.model.readout, "fit_rates"
+    ):  # readout=opcost: the baseline's rates, fitted on this split
+        model.model.readout.fit_rates(get_baseline("opcost")().fit(train_data).coef)
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=logger)
@@ -61,7 +67,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     log_ratio = np.log(val_true) - np.log(val_pred)  # split-conformal: val residuals give the interval
     alpha = (1.0 - float(cfg.interval)) / 2
     interval = [float(np.quantile(log_ratio, alpha)), float(np.quantile(log_ratio, 1 - alpha))]
-    train_data, test_data = baseline_data(dm, "train"), baseline_data(dm, "test")
+    test_data = baseline_data(dm, "test")
     fallback = None
     if cfg.get("unseen_op_fallback"):
         fallback = UnseenOpFallback.fit(

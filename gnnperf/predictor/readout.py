@@ -24,10 +24,10 @@ correction from the pooled node states bounded to ``[1/MAX_CORRECTION, MAX_CORRE
 never seen in training (an op type no training graph had) cannot move the prediction further than that bound
 from the cost model, which is where an unbounded readout extrapolates worst (experiments/cpu_holdout_family).
 
-``opcost``: the ``opcost`` baseline's form, trained with the network: each op costs its class's rates times its
-roofline terms plus its class's launch cost, with 19 learned rates shared by every graph and device, and the
-graph's time is their sum times a correction from the pooled node states bounded to ``[1/2, 2]``. The network
-can only say how this model is off for a graph, not replace its device dependence (experiments/torchvision_lodo).
+``opcost``: the ``opcost`` baseline, fitted on the train split (each op its class's rates times its roofline terms
+plus its class's launch cost; 19 rates shared by every graph and device), times a correction from the pooled node
+states bounded to ``[1/2, 2]``. The network can only say how that model is off for a graph, not replace its
+device dependence (experiments/torchvision_lodo).
 
 All return ``(log_ms [B], node_contrib_ms [N] or None)``; readouts with ``needs_prior = True`` also take the
 per-op ``(compute ms, memory ms)`` of :class:`~gnnperf.predictor.roofline.RooflinePrior`, and those with
@@ -39,7 +39,7 @@ aggregate features. Register more with :func:`register_readout`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -287,19 +287,18 @@ class AnchoredReadout(nn.Module):
 
 @register_readout("opcost")
 class OpCostReadout(nn.Module):
-    """Per-op-class rates shared by all graphs and devices, times a bounded graph correction; see the module docstring.
+    """The ``opcost`` baseline's rates, fitted on the train split, times a bounded graph correction.
 
-    An op of class ``k`` costs ``a_k * compute_ms + b_k * memory_ms + c_k`` and a graph adds ``d``, the classes
-    and terms of :mod:`gnnperf.baselines.opcost`. The log-rates are parameters, not outputs of the network, so no
-    graph or device can move them; they are stored as ``log_rate / RATE_STEP`` so that the optimiser's steps,
-    of the learning rate's size, move them ``RATE_STEP`` times faster than the network's weights: they start a few
-    units of log from their fitted values (the baseline fits them in closed form; a gradient fit needs that speed).
+    An op of class ``k`` costs ``a_k * compute_ms + b_k * memory_ms + c_k`` and a graph adds ``d``: the classes,
+    terms and rates of :mod:`gnnperf.baselines.opcost`, which ``gnnperf-train`` fits on the train split (non-negative
+    least squares) and sets with :meth:`fit_rates` before the network trains. They are buffers, not weights: no
+    graph or device moves them, and the network learns only the correction. (Learning the rates with the network,
+    from a generic start, scored worse on experiments/torchvision_lodo: 27.1% mean against 25.2.)
     """
 
     needs_prior = True
     needs_op = True
     MAX_CORRECTION = 2.0
-    RATE_STEP = 10.0
 
     def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
         super().__init__()
@@ -310,29 +309,35 @@ class OpCostReadout(nn.Module):
                 if t in OP_VOCAB:
                     op_class[OP_VOCAB.index(t)] = k
         self.register_buffer("op_class", torch.tensor(op_class))
-        # start near: twice the compute time, the memory time, 10 us per op launch; 1 ms per graph
-        start = torch.tensor([math.log(2.0), 0.0, math.log(0.01)]).repeat(len(CLASSES), 1)
-        self.scaled_log_rates = nn.Parameter(start / self.RATE_STEP)
-        self.scaled_log_overhead = nn.Parameter(torch.zeros(()))
+        # until fitted: twice the compute time, the memory time, 10 us per op launch; 1 ms per graph
+        self.register_buffer(
+            "log_rates", torch.tensor([math.log(2.0), 0.0, math.log(0.01)]).repeat(len(CLASSES), 1)
+        )
+        self.register_buffer("log_overhead", torch.zeros(()))
         self.pool = PooledReadout(hidden, context_dim, dropout)
+
+    def fit_rates(self, coef: Sequence[float]) -> None:
+        """Set the rates to a fitted ``opcost`` baseline's ``coef`` (in its feature order)."""
+        coef = torch.as_tensor(coef, dtype=self.log_rates.dtype).clamp_min(1e-12)  # a zero rate: no cost
+        if coef.shape != (3 * len(CLASSES) + 1,):
+            raise GnnperfError(
+                f"opcost coefficients: expected {3 * len(CLASSES) + 1}, got {tuple(coef.shape)}"
+            )
+        self.log_rates.copy_(torch.log(coef[:-1]).view(len(CLASSES), 3))
+        self.log_overhead.copy_(torch.log(coef[-1]))
 
     def parts(
         self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor], op: Tensor
     ) -> tuple[Tensor, Tensor]:
         """(log ms of each op [N], log ms of each graph's overhead [B]), the correction included."""
-        rates = self.RATE_STEP * self.scaled_log_rates[self.op_class[op]]
-        log_node = torch.logsumexp(
-            torch.stack(
-                [torch.log(prior[0] + 1e-9), torch.log(prior[1] + 1e-9), torch.zeros_like(prior[0])], -1
-            )
-            + rates,
-            -1,
+        terms = torch.stack(
+            [torch.log(prior[0] + 1e-9), torch.log(prior[1] + 1e-9), torch.zeros_like(prior[0])], -1
         )
+        log_node = torch.logsumexp(terms + self.log_rates[self.op_class[op]], -1)
         bound = math.log(self.MAX_CORRECTION)
         correction, _ = self.pool(h, context, batch)
         correction = bound * torch.tanh(correction / bound)
-        log_overhead = self.RATE_STEP * self.scaled_log_overhead + correction
-        return log_node + correction[batch], log_overhead
+        return log_node + correction[batch], self.log_overhead + correction
 
     def forward(
         self, h: Tensor, context: Tensor, batch: Tensor, prior: tuple[Tensor, Tensor], op: Tensor

@@ -146,6 +146,47 @@ def test_a_run_that_processes_the_dataset_trains_what_a_run_that_loads_it_does(s
     assert metrics[0]["test/mape"] == metrics[1]["test/mape"]
 
 
+def test_opcost_readout_starts_from_the_opcost_baseline_fitted_on_the_train_split(store, tmp_path):
+    """Its rates are the baseline's and stay so; with no correction it predicts what the baseline does."""
+    import numpy as np
+    import torch
+    from hydra.utils import instantiate
+
+    from gnnperf.baselines import get_baseline
+    from gnnperf.eval.compare import baseline_data
+    from gnnperf.predictor.module import PerfModule
+
+    overrides = (
+        "experiment=quick",
+        "model.readout=opcost",
+        "model.hardware_conditioning=false",
+        "split=holdout_model",
+    )
+    c = _resolve_hydra_paths(
+        cfg("train", store, tmp_path, *overrides, "baselines=[]", "plots=false"), tmp_path / "o"
+    )
+    train(c)
+    dm = instantiate(c.data)
+    dm.setup()
+    baseline = get_baseline("opcost")().fit(baseline_data(dm, "train"))
+    net = PerfModule.load(tmp_path / "o" / "predictor.ckpt").model.eval()
+    readout = net.readout
+    np.testing.assert_allclose(
+        readout.log_rates.exp().flatten().numpy(),
+        np.maximum(baseline.coef[:-1], 1e-12),
+        rtol=1e-4,
+    )
+    torch.nn.init.zeros_(
+        readout.pool.mlp[-1].weight
+    )  # no correction: the readout is the op-class model alone
+    torch.nn.init.zeros_(readout.pool.mlp[-1].bias)
+    test = dm.part("test")
+    with torch.no_grad():
+        pred = torch.cat([net(b)[0] for b in dm.test_dataloader()]).exp().numpy()
+    np.testing.assert_allclose(pred, baseline.predict(baseline_data(dm, "test")), rtol=1e-3)
+    assert len(pred) == len(test)
+
+
 def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
     predictor = Predictor.from_checkpoint(trained[0])
     assert set(predictor.devices) == {"rtx-3090", "a100-sxm4-40gb"}

@@ -311,20 +311,21 @@ def test_opcost_readout_prices_each_op_by_its_class_within_its_bound():
     from gnnperf.predictor.readout import OpCostReadout
 
     readout = OpCostReadout(hidden=8, context_dim=16)
-    with torch.no_grad():  # a rate of its own for each class and term
-        readout.scaled_log_rates.copy_(torch.randn(len(CLASSES), 3) / readout.RATE_STEP)
+    readout.fit_rates(torch.rand(3 * len(CLASSES) + 1))  # a rate of its own for each class and term
+    with pytest.raises(GnnperfError, match="expected 19"):
+        readout.fit_rates([1.0, 2.0])
     torch.nn.init.normal_(readout.pool.mlp[-1].weight, std=100.0)  # a wildly confident correction
     h, context = torch.randn(4, 8), torch.randn(2, 16)
     batch = torch.tensor([0, 0, 1, 1])
     op = torch.tensor([OP_INDEX["Conv"], OP_INDEX["Relu"], OP_INDEX["MatMul"], OP_INDEX["Conv"]])
     prior = (torch.rand(4) * 5.0, torch.rand(4))
     log_ms, contrib = readout(h, context, batch, prior, op)
-    rates = (readout.RATE_STEP * readout.scaled_log_rates).exp().detach()
+    rates = readout.log_rates.exp()
     cls = [CLASSES.index(k) for k in ("conv", "other", "matmul", "conv")]
     op_ms = torch.stack(
         [rates[k, 0] * prior[0][i] + rates[k, 1] * prior[1][i] + rates[k, 2] for i, k in enumerate(cls)]
     )
-    overhead = (readout.RATE_STEP * readout.scaled_log_overhead).exp().detach()
+    overhead = readout.log_overhead.exp()
     cost = torch.log(torch.zeros(2).index_add_(0, batch, op_ms) + overhead)
     gap = (log_ms - cost).detach().abs()
     assert (gap <= np.log(OpCostReadout.MAX_CORRECTION) + 1e-5).all() and (gap > 0.5).all()
