@@ -292,7 +292,7 @@ class Predictor:
             from gnnperf.errors import GnnperfError
 
             raise GnnperfError(
-                f"a per-op breakdown needs a checkpoint trained with the additive or roofline readout; {self.path} "
+                f"a per-op breakdown needs a readout with per-op terms (additive, roofline*, opcost); {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
         from gnnperf.predictor.coverage import outside_range, unseen_combinations, unseen_on_kind

@@ -225,7 +225,7 @@ class PerfGNN(nn.Module):
         """Per-op predicted ms, per-graph overhead ms and total ms (additive readout only; call ``eval()`` first)."""
         if not hasattr(self.readout, "parts"):
             raise GnnperfError(
-                "this predictor's readout has no per-op breakdown; train with readout=additive or roofline"
+                "this predictor's readout has no per-op breakdown; train with readout=additive, roofline* or opcost"
             )
         h, context, node_batch = self._encode(batch)
         log_node, log_overhead = self.readout.parts(
