@@ -46,9 +46,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     pl.seed_everything(int(cfg.seed), workers=True)
     model = instantiate(cfg.model, stats=dm.stats, devices=list(dm.dataset.devices))
     train_data = baseline_data(dm, "train")
-    if hasattr(
-        model.model.readout, "fit_rates"
-    ):  # readout=opcost: the baseline's rates, fitted on this split
+    if hasattr(model.model.readout, "fit_rates"):  # readout=opcost starts from the baseline fitted here
         model.model.readout.fit_rates(get_baseline("opcost")().fit(train_data).coef)
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values()]
     logger = instantiate(cfg.logger) if cfg.get("logger") else False
