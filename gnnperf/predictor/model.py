@@ -154,7 +154,7 @@ class PerfGNN(nn.Module):
         if self.prior is None and not hardware_conditioning:
             raise GnnperfError(
                 f"hardware_conditioning=false leaves readout {readout!r} blind to the device; "
-                "use a readout with a roofline prior (roofline, roofline_scaled, anchored)"
+                "use a readout with a roofline prior (roofline*, power_law, anchored, opcost)"
             )
 
     def set_stats(self, stats: Stats) -> None:
