@@ -171,14 +171,10 @@ def test_opcost_readout_starts_from_the_opcost_baseline_fitted_on_the_train_spli
     baseline = get_baseline("opcost")().fit(baseline_data(dm, "train"))
     net = PerfModule.load(tmp_path / "o" / "predictor.ckpt").model.eval()
     readout = net.readout
-    np.testing.assert_allclose(
-        readout.log_rates.exp().flatten().numpy(),
-        np.maximum(baseline.coef[:-1], 1e-12),
-        rtol=1e-4,
-    )
-    torch.nn.init.zeros_(
-        readout.pool.mlp[-1].weight
-    )  # no correction: the readout is the op-class model alone
+    rates = torch.cat([readout.log_rates.flatten(), readout.log_overhead.view(1)]).exp().numpy()
+    np.testing.assert_allclose(rates, np.maximum(baseline.coef, 1e-12), rtol=1e-4)
+    # no correction: the readout is the op-class model alone
+    torch.nn.init.zeros_(readout.pool.mlp[-1].weight)
     torch.nn.init.zeros_(readout.pool.mlp[-1].bias)
     test = dm.part("test")
     with torch.no_grad():
