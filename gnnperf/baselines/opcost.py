@@ -35,6 +35,7 @@ OP_CLASSES: dict[str, tuple[str, ...]] = {
                  "Pad", "Gather", "Tile"),
 }  # fmt: skip
 CLASSES = (*OP_CLASSES, "other")
+CLASS_OF = {t: k for k, types in OP_CLASSES.items() for t in types}  # op type -> class; absent: "other"
 
 
 def features(data: BaselineData) -> np.ndarray:

@@ -45,7 +45,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from gnnperf.baselines.opcost import CLASSES, OP_CLASSES
+from gnnperf.baselines.opcost import CLASS_OF, CLASSES
 from gnnperf.errors import GnnperfError, suggest
 from gnnperf.graph.features import OP_VOCAB
 
@@ -302,12 +302,7 @@ class OpCostReadout(nn.Module):
 
     def __init__(self, hidden: int, context_dim: int, dropout: float = 0.0) -> None:
         super().__init__()
-        other = CLASSES.index("other")
-        op_class = [other] * len(OP_VOCAB)
-        for k, types in enumerate(OP_CLASSES.values()):
-            for t in types:
-                if t in OP_VOCAB:
-                    op_class[OP_VOCAB.index(t)] = k
+        op_class = [CLASSES.index(CLASS_OF.get(t, "other")) for t in OP_VOCAB]
         self.register_buffer("op_class", torch.tensor(op_class))
         # until fitted: twice the compute time, the memory time, 10 us per op launch; 1 ms per graph
         self.register_buffer(
