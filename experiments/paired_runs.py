@@ -4,8 +4,9 @@ For a GNN retrained without baselines (``'baselines=[]'``, e.g. with another sch
 run: per fold, the new GNN, the earlier GNN and the earlier run's baselines (fitted on the same train part, so the
 same numbers), the new GNN blended with ``--blend-with`` (geometric mean, weights 1/2 fixed beforehand, as in
 ``ensemble.py``), and the GNNs split by a sample column (``--column``, e.g. memory_format). Then the mean over folds.
-Both runs must have scored the same test samples. ``--keep-in STORE`` scores only the test samples that STORE
-holds, e.g. a store imported again after an adapter fix left rows out.
+Both runs must have scored the same test samples, or, with ``--subset``, the new run a part of the earlier run's
+(e.g. one layout, through its data query): both are then scored on the new run's samples. ``--keep-in STORE``
+scores only the test samples that STORE holds, e.g. a store imported again after an adapter fix left rows out.
 
     .venv/bin/python experiments/paired_runs.py --pair multirun/timm_family_e30/0,multirun/timm_family_opcost/0 \\
         --pair ... --store .cache/stores/timm --column memory_format --out experiments/.../results.json
@@ -34,12 +35,21 @@ def _wide(job: Path) -> pd.DataFrame:
 
 
 def fold_table(
-    new: Path, old: Path, blend_with: str, column: pd.Series | None, keep: set[str] | None = None
+    new: Path,
+    old: Path,
+    blend_with: str,
+    column: pd.Series | None,
+    keep: set[str] | None = None,
+    subset: bool = False,
 ) -> dict[str, dict]:
     """Metrics of one fold: ``gnn (new)``, ``gnn (earlier)``, the earlier baselines, the blend, per column value."""
     a, b = _wide(new), _wide(old)
-    if set(a["sample_id"]) != set(b["sample_id"]):
-        raise SystemExit(f"error: {new} and {old} scored different test samples")
+    new_ids, old_ids = set(a["sample_id"]), set(b["sample_id"])
+    if subset and new_ids <= old_ids:
+        b = b[b["sample_id"].isin(new_ids)]
+    elif new_ids != old_ids:
+        what = "test samples the earlier one did not" if subset else "different test samples"
+        raise SystemExit(f"error: {new} and {old} scored {what}")
     if keep is not None:
         a, b = a[a["sample_id"].isin(keep)], b[b["sample_id"].isin(keep)]
     joined = a[["sample_id", "true_ms", "gnn"]].merge(
@@ -77,6 +87,9 @@ def main() -> None:
     p.add_argument("--store", type=Path, action="append", default=[], help="sample store for --column")
     p.add_argument("--column", help="sample column to split the GNNs by, e.g. memory_format")
     p.add_argument("--keep-in", type=Path, metavar="STORE", help="score only the test samples STORE holds")
+    p.add_argument(
+        "--subset", action="store_true", help="the new runs scored part of the earlier runs' test samples"
+    )
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     keep = SampleStore(args.keep_in, readonly=True).existing_ids() if args.keep_in else None
@@ -89,7 +102,9 @@ def main() -> None:
     folds = {}
     for pair in args.pair:
         new, old = (Path(x) for x in pair.split(","))
-        folds[str(new)] = fold_table(new, old, args.blend_with, column, keep) | {"earlier_job": str(old)}
+        folds[str(new)] = fold_table(new, old, args.blend_with, column, keep, args.subset) | {
+            "earlier_job": str(old)
+        }
     names = [k for k in next(iter(folds.values())) if k != "earlier_job"]
     mean = {
         name: {
@@ -103,6 +118,7 @@ def main() -> None:
     print(table.round(1).T.to_string())
     if args.out:
         scored = {"kept_in": str(args.keep_in)} if args.keep_in else {}
+        scored |= {"scored_on": "the new runs' test samples"} if args.subset else {}
         args.out.write_text(json.dumps({"folds": folds, "mean_over_folds": mean, **scored}, indent=1) + "\n")
 
 
