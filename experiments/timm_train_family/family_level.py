@@ -49,30 +49,36 @@ def fold_frame(jobs: list[Path], baseline: str) -> pd.DataFrame:
     return first[["model_ref", "family", "true_ms"]].assign(gnn=gnn, **{baseline: wide[0].loc[ids, baseline]})
 
 
+def is_reference(frame: pd.DataFrame) -> pd.Series:
+    """The rows of each family's alphabetically first model."""
+    return frame["model_ref"] == frame.groupby("family")["model_ref"].transform("min")
+
+
 def corrected(frame: pd.DataFrame, predictor: str) -> dict[str, np.ndarray]:
-    """Predicted / measured ratios as predicted, after one measured model per family, and at the family level."""
+    """Predictions as made, after one measured model per family, and with each family's level removed."""
     log_ratio = np.log(frame[predictor] / frame["true_ms"])
     group = [frame["family"], frame[LAYOUT]]
-    is_ref = frame["model_ref"] == frame.groupby("family")["model_ref"].transform("min")
+    is_ref = is_reference(frame)
     ref_level = log_ratio.where(is_ref).groupby(group).transform("mean")
-    return {
-        "as predicted": np.exp(log_ratio).to_numpy(),
-        "one model measured": np.exp(log_ratio - ref_level.fillna(0.0)).to_numpy(),
-        "family level removed": np.exp(log_ratio - log_ratio.groupby(group).transform("median")).to_numpy(),
+    shifts = {
+        "as predicted": 0.0,
+        "one model measured": ref_level.fillna(0.0),
+        "family level removed": log_ratio.groupby(group).transform("median"),
     }
+    return {how: (frame[predictor] / np.exp(shift)).to_numpy() for how, shift in shifts.items()}
 
 
 def fold_table(frame: pd.DataFrame, baseline: str) -> dict[str, dict[str, float]]:
-    keep = (frame["model_ref"] != frame.groupby("family")["model_ref"].transform("min")).to_numpy()
-    layouts = frame[LAYOUT].to_numpy()[keep]
+    keep = ~is_reference(frame).to_numpy()
+    layouts, true = frame[LAYOUT].to_numpy()[keep], frame["true_ms"].to_numpy()[keep]
     table = {}
     for predictor in ("gnn", baseline):
-        for how, ratio in corrected(frame, predictor).items():
-            ratio = ratio[keep]
-            table[f"{predictor}, {how}"] = regression_metrics(ratio, np.ones_like(ratio))
+        for how, pred in corrected(frame, predictor).items():
+            pred = pred[keep]
+            table[f"{predictor}, {how}"] = regression_metrics(pred, true)
             for layout in sorted(set(layouts)):
-                part = ratio[layouts == layout]
-                table[f"{predictor}, {how}, {layout}"] = regression_metrics(part, np.ones_like(part))
+                part = layouts == layout
+                table[f"{predictor}, {how}, {layout}"] = regression_metrics(pred[part], true[part])
     return table
 
 
