@@ -1,0 +1,47 @@
+"""Every experiment config composes into a training config; derived experiments change only what they say."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from gnnperf.apps import CONF_DIR
+
+EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
+
+
+def train_config(experiment: str) -> dict:
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="test"):
+        cfg = compose(config_name="train", overrides=[f"experiment={experiment}"])
+    return OmegaConf.to_container(cfg, resolve=False)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_experiment_config_composes(experiment: str) -> None:
+    cfg = train_config(experiment)
+    assert cfg["task_name"] in (experiment, "train")  # quick keeps train's name
+    assert cfg["data"]["stores"] and cfg["split"]["name"] and cfg["model"]["readout"]
+
+
+def test_releases_experiment_is_the_every_table_one_with_the_older_release_in_training_only() -> None:
+    base, releases = train_config("timm_train_family_all"), train_config("timm_train_family_releases")
+    assert releases["data"]["stores"] == [
+        ".cache/stores/timm",
+        ".cache/stores/timm_pt111",
+        *(s for s in base["data"]["stores"] if s != ".cache/stores/timm"),
+    ]
+    scored = "software == 'torch=1.12+cu113'"
+    for key in ("family_query", "test_query"):  # the folds and the scored rows of timm_train_family_all
+        assert releases["split"]["kwargs"][key] == f"{base['split']['kwargs'][key]} and {scored}"
+    assert releases["model"]["readout"] == "roofline_scaled"
+    for cfg in (base, releases):
+        del cfg["task_name"], cfg["data"]["stores"], cfg["data"]["root"]
+        del (
+            cfg["split"]["kwargs"]["family_query"],
+            cfg["split"]["kwargs"]["test_query"],
+            cfg["model"]["readout"],
+        )
+    assert releases == base
