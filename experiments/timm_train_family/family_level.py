@@ -35,14 +35,12 @@ LAYOUT = "memory_format"
 
 def fold_frame(jobs: list[Path], baseline: str) -> pd.DataFrame:
     """One row per test sample: family, model, true time, the jobs' GNN ensemble and the first job's baseline."""
-    wide = []
-    for job in jobs:
-        preds = read_predictions(job)
-        wide.append(preds.pivot_table(index="sample_id", columns="predictor", values="pred_ms"))
+    long = [read_predictions(job) for job in jobs]
+    wide = [p.pivot_table(index="sample_id", columns="predictor", values="pred_ms") for p in long]
     ids = wide[0].index
     if any(set(w.index) != set(ids) for w in wide):
         raise SystemExit(f"error: the jobs {', '.join(map(str, jobs))} scored different test samples")
-    first = read_predictions(jobs[0]).drop_duplicates("sample_id").set_index("sample_id").loc[ids]
+    first = long[0].drop_duplicates("sample_id").set_index("sample_id").loc[ids]
     if baseline not in wide[0]:
         raise SystemExit(f"error: {jobs[0]} has no {baseline} predictions (run it with that baseline)")
     gnn = np.exp(np.mean([np.log(w.loc[ids, "gnn"].to_numpy()) for w in wide], axis=0))
