@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from gnnperf.apps import CONF_DIR
+from gnnperf.data.store import select_samples
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
 
@@ -45,3 +47,31 @@ def test_releases_experiment_is_the_every_table_one_with_the_older_release_in_tr
             cfg["model"]["readout"],
         )
     assert releases == base
+
+
+def test_releases_infer_experiment_changes_only_the_inference_rows() -> None:
+    releases = train_config("timm_train_family_releases")
+    infer = train_config("timm_train_family_releases_infer")
+    stores = releases["data"]["stores"]
+    assert infer["data"]["stores"] == [*stores[:2], ".cache/stores/timm_pt112infer", *stores[2:]]
+    rows = pd.DataFrame(  # (source, mode, software, hardware, memory_format, precision, selected)
+        [
+            ("timm-benchmark", "train", "torch=1.12+cu113", "rtx-3090", "channels_last", "amp_fp16", True),
+            ("timm-benchmark", "train", "torch=1.11+cu113", "rtx-3090", "contiguous", "amp_fp16", True),
+            ("timm-benchmark", "infer", "torch=1.12+cu113", "rtx-3090", "channels_last", "amp_fp16", True),
+            ("timm-benchmark", "infer", "torch=1.12+cu113", "rtx-3090", "contiguous", "amp_fp16", True),
+            ("timm-benchmark", "infer", "torch=2.4.0+cu124", "rtx-3090", "contiguous", "amp_fp16", False),
+            ("timm-benchmark", "infer", "torch=1.13+cu117", "rtx-3090", "contiguous", "amp_fp16", False),
+            ("timm-benchmark", "infer", "torch=2.4.0+cu124", "rtx-4090", "contiguous", "amp_fp16", True),
+            ("timm-benchmark", "infer", "torch=2.4.0+cu124", "rtx-4090", "channels_last", "amp_fp16", False),
+            ("pytorch-gpu-benchmark", "train", "torch=1.4", "rtx-2080-ti", "contiguous", "fp16", True),
+            ("pytorch-gpu-benchmark", "train", "torch=1.4", "rtx-2080-ti", "contiguous", "fp64", False),
+            ("neusight", "train", "torch=2.1.0", "t4", "contiguous", "fp32", True),
+        ],
+        columns=["source", "mode", "software", "hardware", "memory_format", "precision", "selected"],
+    )
+    selected = select_samples(rows, infer["data"]["query"])
+    assert selected.index.tolist() == rows.index[rows["selected"]].tolist()
+    for cfg in (releases, infer):
+        del cfg["task_name"], cfg["data"]["stores"], cfg["data"]["root"], cfg["data"]["query"]
+    assert infer == releases
