@@ -75,3 +75,13 @@ def test_releases_infer_experiment_changes_only_the_inference_rows() -> None:
     for cfg in (releases, infer):
         del cfg["task_name"], cfg["data"]["stores"], cfg["data"]["root"], cfg["data"]["query"]
     assert infer == releases
+
+
+def test_releases_pt110_experiment_adds_only_the_torch_1_10_store() -> None:
+    releases = train_config("timm_train_family_releases")
+    pt110 = train_config("timm_train_family_releases_pt110")
+    stores = releases["data"]["stores"]
+    assert pt110["data"]["stores"] == [*stores[:2], ".cache/stores/timm_pt110", *stores[2:]]
+    for cfg in (releases, pt110):
+        del cfg["task_name"], cfg["data"]["stores"], cfg["data"]["root"]
+    assert pt110 == releases
