@@ -295,6 +295,7 @@ class Predictor:
                 f"a per-op breakdown needs a readout with per-op terms (additive, roofline*, opcost); {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
+        from gnnperf.hardware.vector import precision_peak_tflops
         from gnnperf.predictor.coverage import outside_range, unseen_combinations, unseen_on_kind
 
         lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
@@ -321,6 +322,10 @@ class Predictor:
                 "unlearned_workload": self._unlearned_workload(items[i].u[0]),
                 "outside_training_range": outside_range(trained_on, workload),
             }
+            # no rate of its own for the precision in the data sheet: every predictor prices it at the FP32 peak
+            row["priced_at_fp32_peak"] = (
+                workload.precision != "fp32" and precision_peak_tflops(spec, workload.precision) is None
+            )
             row["unseen_on_device_kind"] = unseen_on_kind(trained_on, row, spec.kind)
             row["unseen_combination"] = unseen_combinations(trained_on, row, spec.kind)
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)

@@ -20,32 +20,17 @@ import numpy as np
 
 from gnnperf.errors import GnnperfError, suggest
 from gnnperf.hardware.table import HardwareSpec
-from gnnperf.hardware.vector import peak_tf32_tflops
+from gnnperf.hardware.vector import precision_peak_tflops
 
 # Forward + backward is about 3x the forward work (the backward computes gradients for inputs and weights);
 # the optimizer step is small next to it and is left to each baseline's fitted factor.
 WORK_MULTIPLIER: dict[str, float] = {"fwd": 1.0, "fwd+bwd": 3.0, "fwd+bwd+opt": 3.0}
-# Spec field giving the peak rate of each precision; a missing value falls back to peak_fp32_tflops. TF32 has
-# no field of its own: its rate is derived from the FP16 tensor rate (:func:`peak_tf32_tflops`), as the
-# hardware vector and the GNN's roofline readout take it.
-PEAK_FIELD: dict[str, str] = {
-    "fp32": "peak_fp32_tflops",
-    "amp_fp16": "peak_fp16_tensor_tflops",
-    "fp16": "peak_fp16_tensor_tflops",
-    "amp_bf16": "peak_bf16_tflops",
-    "bf16": "peak_bf16_tflops",
-    "fp64": "peak_fp64_tflops",
-}
 SAVE_FORMAT = 1
 
 
 def peak_flops_per_s(spec: HardwareSpec, precision: str) -> float:
     """Peak FLOP/s of ``spec`` for ``precision`` (fp32 when that rate is not in the table; NaN if none is)."""
-    if precision == "tf32":
-        tflops = peak_tf32_tflops(spec)
-    else:
-        tflops = getattr(spec, PEAK_FIELD.get(precision, "peak_fp32_tflops"))
-    tflops = tflops or spec.peak_fp32_tflops
+    tflops = precision_peak_tflops(spec, precision) or spec.peak_fp32_tflops
     return tflops * 1e12 if tflops else math.nan
 
 

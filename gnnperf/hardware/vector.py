@@ -94,6 +94,30 @@ def peak_tf32_tflops(spec: HardwareSpec) -> float | None:
     return None
 
 
+# The spec field holding each precision's peak rate. TF32 has none: :func:`peak_tf32_tflops` derives it.
+PEAK_FIELD: dict[str, str] = {
+    "fp32": "peak_fp32_tflops",
+    "amp_fp16": "peak_fp16_tensor_tflops",
+    "fp16": "peak_fp16_tensor_tflops",
+    "amp_bf16": "peak_bf16_tflops",
+    "bf16": "peak_bf16_tflops",
+    "fp64": "peak_fp64_tflops",
+}
+
+
+def precision_peak_tflops(spec: HardwareSpec, precision: str) -> float | None:
+    """The data-sheet TFLOP/s of ``spec`` at ``precision``; None where the table has no such rate.
+
+    None means the device has no arithmetic of its own for the precision in the table (FP16 on a GPU without
+    tensor cores, BF16 before Ampere, TF32 anywhere but NVIDIA Ampere and later): every predictor prices it at
+    the FP32 peak, and such a device gains little or nothing over FP32 (the TITAN Xp's FP16 training steps in
+    the torchvision benchmark took a median 1.2x their FP32 time, 0.88-2.2x over 32 CNNs).
+    """
+    if precision == "tf32":
+        return peak_tf32_tflops(spec)
+    return getattr(spec, PEAK_FIELD.get(precision, "peak_fp32_tflops")) or None
+
+
 def hardware_vector(spec: HardwareSpec) -> np.ndarray:
     """The float32 feature vector of ``spec``, ordered as :data:`HARDWARE_FEATURES`."""
     matrix = max(

@@ -153,6 +153,11 @@ def run(args: argparse.Namespace) -> int:
     print(
         f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval {lo:.2f} .. {hi:.2f} ms)"
     )
+    if not row["hardware_seen_in_training"] and "calibration_factor" not in row:
+        print(
+            "  the interval is that of the devices seen in training, not of one predicted from its specs: a GPU no "
+            "training row had was missed by 46% MAPE (experiments/h200_unseen); --calibrate with a model timed on it"
+        )
     if "epoch" in row:
         ep = row["epoch"]
         print(
@@ -190,6 +195,11 @@ def run(args: argparse.Namespace) -> int:
     if row["unseen_combination"]:
         together = ", ".join(row["unseen_combination"])
         print(f"  never together on this kind of device in training, extrapolated: {together}")
+    if row["priced_at_fp32_peak"]:
+        print(
+            f"  {row['hardware']} has no {row['precision']} rate of its own in the hardware table: priced at its FP32 "
+            f"peak (measured on such a GPU, the TITAN Xp, fp16 steps took a median 1.2x the fp32 time)"
+        )
     if row["unseen_op_types"]:
         how = (
             f"{row['unseen_op_share']:.0%} of its roofline time; blended with the {row['fallback_baseline']} baseline, "

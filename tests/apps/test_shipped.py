@@ -43,11 +43,17 @@ def test_predict_without_checkpoint_uses_the_shipped_one():
     assert row["checkpoint"] == str(SHIPPED_CHECKPOINT)
 
 
-def test_a_device_only_in_the_table_is_predicted_from_its_specs():
+def test_a_device_only_in_the_table_is_predicted_from_its_specs(capsys):
+    from gnnperf.cli import main
+
     predictor = Predictor.from_checkpoint(None)
     unseen = next(d for d in ("h100-sxm", "h100-pcie", "l40s") if d not in predictor.devices)
     (row,) = predictor.predict(Query("torchvision:resnet18", unseen, 32, precision="amp_fp16"))
     assert not row["hardware_seen_in_training"] and row["iteration_time_ms"] > 0
+    # the printed interval is the seen devices': the CLI says it does not cover a device predicted from its specs
+    for device, says in ((unseen, True), ("rtx-3090", False)):
+        assert main(["predict", "torchvision:resnet18", "--hardware", device, "--batch-size", "32"]) == 0
+        assert ("the interval is that of the devices seen in training" in capsys.readouterr().out) == says
 
 
 def test_every_device_it_was_trained_on_is_named_without_a_spec_file():
@@ -117,6 +123,34 @@ def test_a_workload_it_never_learned_is_named():
     # ... but its GPU rows had channels-last only in AMP fp16 training steps
     assert fp32["unseen_combination"] == ["precision=fp32 + memory_format=channels_last"]
     assert "mode=infer + memory_format=channels_last" in infer["unseen_combination"]
+
+
+def test_a_precision_the_device_has_no_rate_for_is_named(capsys):
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    query = Query("torchvision:resnet18", "titan-xp", 8, precision="amp_fp16")
+    rows = predictor.predict(
+        [query, replace(query, precision="fp32"), replace(query, hardware="a100-sxm4-40gb")]
+    )
+    assert [r["priced_at_fp32_peak"] for r in rows] == [True, False, False]
+    (bf16,) = predictor.predict(replace(query, hardware="t4", precision="amp_bf16"))  # Turing: no BF16 rate
+    assert bf16["priced_at_fp32_peak"]
+    argv = [
+        "predict",
+        "torchvision:resnet18",
+        "--hardware",
+        "titan-xp",
+        "--precision",
+        "fp16",
+        "--batch-size",
+        "8",
+    ]
+    assert main(argv) == 0
+    assert (
+        "titan-xp has no fp16 rate of its own in the hardware table: priced at its FP32 peak"
+        in capsys.readouterr().out
+    )
 
 
 def test_predict_says_whether_the_training_step_fits_in_the_device_memory():

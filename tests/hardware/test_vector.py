@@ -4,7 +4,7 @@ import numpy as np
 
 import gnnperf.hardware as hw
 from gnnperf.hardware.table import get_spec, load_table
-from gnnperf.hardware.vector import HARDWARE_FEATURES, hardware_vector
+from gnnperf.hardware.vector import HARDWARE_FEATURES, hardware_vector, precision_peak_tflops
 
 
 def _named(spec):
@@ -50,6 +50,21 @@ def test_values_and_missing_indicators():
     assert mi["vendor_amd"] == 1 and mi["vendor_nvidia"] == 0
     b200 = _named(get_spec("b200"))
     assert b200["missing_boost_clock_mhz"] == 1 and b200["log1p_boost_clock_ghz"] == 0
+
+
+def test_each_precision_runs_at_its_own_data_sheet_rate_or_none():
+    a100, titan_xp, t4 = (get_spec(n) for n in ("a100-sxm4-40gb", "titan-xp", "t4"))
+    assert precision_peak_tflops(a100, "fp32") == a100.peak_fp32_tflops
+    assert precision_peak_tflops(a100, "amp_fp16") == a100.peak_fp16_tensor_tflops
+    assert precision_peak_tflops(a100, "tf32") == a100.peak_fp16_tensor_tflops / 2
+    assert precision_peak_tflops(a100, "amp_bf16") == a100.peak_bf16_tflops
+    # no tensor cores (Pascal): no FP16 rate of its own; Turing: FP16 tensor cores, but no BF16 and no TF32
+    assert (
+        precision_peak_tflops(titan_xp, "fp16") is None
+        and precision_peak_tflops(titan_xp, "amp_fp16") is None
+    )
+    assert precision_peak_tflops(t4, "amp_fp16") == t4.peak_fp16_tensor_tflops
+    assert precision_peak_tflops(t4, "amp_bf16") is None and precision_peak_tflops(t4, "tf32") is None
 
 
 def test_lazy_package_exports():
