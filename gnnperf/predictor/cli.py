@@ -155,8 +155,9 @@ def run(args: argparse.Namespace) -> int:
     )
     if not row["hardware_seen_in_training"] and "calibration_factor" not in row:
         print(
-            "  the interval is that of the devices seen in training, not of one predicted from its specs: a GPU no "
-            "training row had was missed by 46% MAPE (experiments/h200_unseen); --calibrate with a model timed on it"
+            "  the interval is that of the devices seen in training, not of one predicted from its specs: a device "
+            "no training row had (the H200) was missed by 46% MAPE (experiments/h200_unseen); --calibrate with a "
+            "model timed on it"
         )
     if "epoch" in row:
         ep = row["epoch"]
