@@ -18,19 +18,11 @@ from torch import Tensor, nn
 
 from gnnperf.baselines.registry import WORK_MULTIPLIER
 from gnnperf.graph.features import GRAPH_FEATURES, NODE_FEATURES
-from gnnperf.hardware.vector import HARDWARE_FEATURES
+from gnnperf.hardware.vector import HARDWARE_FEATURES, PEAK_FIELD
 
-# Which peak a precision runs at (the hardware-vector column; the baselines' ``peak_flops_per_s`` in numpy);
-# a device without that number falls back to its FP32 peak.
-_PEAK = {
-    "fp32": "log1p_peak_fp32_tflops",
-    "tf32": "log1p_peak_tf32_tflops",
-    "amp_fp16": "log1p_peak_fp16_tensor_tflops",
-    "fp16": "log1p_peak_fp16_tensor_tflops",
-    "amp_bf16": "log1p_peak_bf16_tflops",
-    "bf16": "log1p_peak_bf16_tflops",
-    "fp64": "log1p_peak_fp64_tflops",
-}
+# Which peak a precision runs at: the hardware-vector column of the spec field the baselines read
+# (:func:`~gnnperf.hardware.vector.precision_peak_tflops`); a device without that number falls back to its FP32 peak.
+_PEAK = {p: f"log1p_{field}" for p, field in PEAK_FIELD.items()} | {"tf32": "log1p_peak_tf32_tflops"}
 
 
 class RooflinePrior(nn.Module):
