@@ -110,8 +110,9 @@ def precision_peak_tflops(spec: HardwareSpec, precision: str) -> float | None:
 
     None means the device has no arithmetic of its own for the precision in the table (FP16 on a GPU without
     tensor cores, BF16 before Ampere, TF32 anywhere but NVIDIA Ampere and later): every predictor prices it at
-    the FP32 peak, and such a device gains little or nothing over FP32 (the TITAN Xp's FP16 training steps in
-    the torchvision benchmark took a median 1.2x their FP32 time, 0.88-2.2x over 32 CNNs).
+    the FP32 peak. How such a device really runs it the table does not say: the P100 has FP16 units at twice its
+    FP32 rate, while the TITAN Xp's FP16 training steps in the torchvision benchmark took a median 1.2x their
+    FP32 time (0.88-2.2x over 32 CNNs).
     """
     if precision == "tf32":
         return peak_tf32_tflops(spec)

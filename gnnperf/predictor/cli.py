@@ -199,7 +199,8 @@ def run(args: argparse.Namespace) -> int:
     if row["priced_at_fp32_peak"]:
         print(
             f"  {row['hardware']} has no {row['precision']} rate of its own in the hardware table: priced at its FP32 "
-            f"peak (measured on such a GPU, the TITAN Xp, fp16 steps took a median 1.2x the fp32 time)"
+            f"peak; how it really runs there the table does not say (the TITAN Xp's fp16 training steps took a median "
+            f"1.2x their fp32 time, the P100 has fp16 units at twice its fp32 rate)"
         )
     if row["unseen_op_types"]:
         how = (
