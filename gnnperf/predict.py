@@ -22,7 +22,7 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -76,20 +76,11 @@ class Query:
     num_devices: int = 1
 
     def workload(self, input_shape: Iterable[int]) -> Workload:
-        """The query's workload at the model's resolved per-sample ``input_shape``."""
+        """The query's workload at the model's resolved per-sample ``input_shape`` (every other field its own)."""
         from gnnperf.measure.workload import Workload
 
-        return Workload(
-            batch_size=self.batch_size,
-            input_shape=tuple(input_shape),
-            mode=self.mode,
-            precision=self.precision,
-            optimizer=self.optimizer,
-            timed=self.timed,
-            memory_format=self.memory_format,
-            h2d=self.h2d,
-            num_devices=self.num_devices,
-        )
+        same = {f.name: getattr(self, f.name) for f in fields(Workload) if f.name != "input_shape"}
+        return Workload(input_shape=tuple(input_shape), **same)
 
 
 class Predictor:
@@ -295,11 +286,7 @@ class Predictor:
                 f"a per-op breakdown needs a readout with per-op terms (additive, roofline*, opcost); {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
-        from gnnperf.hardware.vector import precision_peak_tflops
-        from gnnperf.predictor.coverage import outside_range, unseen_combinations, unseen_on_kind
-
         lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
-        trained_on = self.info.get("trained_on", {})
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
             ms = float(all_ms[i])
@@ -318,16 +305,8 @@ class Predictor:
                 "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
                 "interval_coverage": self.info.get("interval_coverage"),
                 "checkpoint": str(self.path),
-                "unseen_op_types": self._unseen_op_types(graph),
-                "unlearned_workload": self._unlearned_workload(items[i].u[0]),
-                "outside_training_range": outside_range(trained_on, workload),
             }
-            # no rate of its own for the precision in the data sheet: every predictor prices it at the FP32 peak
-            row["priced_at_fp32_peak"] = (
-                workload.precision != "fp32" and precision_peak_tflops(spec, workload.precision) is None
-            )
-            row["unseen_on_device_kind"] = unseen_on_kind(trained_on, row, spec.kind)
-            row["unseen_combination"] = unseen_combinations(trained_on, row, spec.kind)
+            row.update(self._extrapolation(row, graph, spec, workload, items[i].u[0]))
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
@@ -337,15 +316,34 @@ class Predictor:
                 row["iteration_time_ms"] = ms * factor
                 row["interval_ms"] = [v * factor for v in row["interval_ms"]]
                 row["calibration_factor"] = factor
-            if breakdown and node_ms is not None:
-                mine = node_ms[batch.batch == i] * (factor or 1.0)
-                top = torch.argsort(mine, descending=True)[:breakdown]
-                row["breakdown"] = [
-                    {"op": graph.nodes[j].op_type, "name": graph.nodes[j].name, "ms": float(mine[j])}
-                    for j in top.tolist()
-                ]
+            if breakdown:
+                row["breakdown"] = _top_ops(graph, node_ms[batch.batch == i] * (factor or 1.0), breakdown)
             out.append(row)
         return out
+
+    def _extrapolation(
+        self, row: Mapping[str, Any], graph, spec: HardwareSpec, workload: Workload, u
+    ) -> dict:
+        """What the prediction for ``row`` extrapolates beyond the training rows (each entry empty or false if nothing).
+
+        ``row`` holds the query's workload fields (the keys :mod:`gnnperf.predictor.coverage` checks); ``u`` is its
+        graph-level feature vector as the network saw it.
+        """
+        from gnnperf.hardware.vector import precision_peak_tflops
+        from gnnperf.predictor.coverage import outside_range, unseen_combinations, unseen_on_kind
+
+        trained_on = self.info.get("trained_on", {})
+        return {
+            "unseen_op_types": self._unseen_op_types(graph),
+            "unlearned_workload": self._unlearned_workload(u),
+            "outside_training_range": outside_range(trained_on, workload),
+            # no rate of its own for the precision in the data sheet: every predictor prices it at the FP32 peak
+            "priced_at_fp32_peak": (
+                workload.precision != "fp32" and precision_peak_tflops(spec, workload.precision) is None
+            ),
+            "unseen_on_device_kind": unseen_on_kind(trained_on, row, spec.kind),
+            "unseen_combination": unseen_combinations(trained_on, row, spec.kind),
+        }
 
     def _unlearned_workload(self, u) -> list[str]:
         """Workload features of this query that never varied in training and differ from their one value there.
@@ -372,6 +370,17 @@ class Predictor:
 
 def _positive_ms(ms: Any) -> bool:
     return isinstance(ms, (int, float)) and math.isfinite(ms) and ms > 0
+
+
+def _top_ops(graph, node_ms, k: int) -> list[dict[str, Any]]:
+    """The ``k`` ops of ``graph`` with the largest predicted times ``node_ms`` (one per node, in ms)."""
+    import torch
+
+    top = torch.argsort(node_ms, descending=True)[:k]
+    return [
+        {"op": graph.nodes[j].op_type, "name": graph.nodes[j].name, "ms": float(node_ms[j])}
+        for j in top.tolist()
+    ]
 
 
 def _calibration_key(row: Mapping[str, Any]) -> tuple:
