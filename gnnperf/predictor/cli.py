@@ -50,6 +50,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="also estimate one epoch over N training samples (iterations x the predicted iteration time)",
     )
     parser.add_argument(
+        "--epochs",
+        type=int,
+        metavar="E",
+        help="with --epoch-samples: also the whole run of E epochs (E x the epoch estimate)",
+    )
+    parser.add_argument(
         "--max-batch",
         action="store_true",
         help="also the largest batch per device whose training step fits in the GPU's memory (the memory estimate)",
@@ -93,6 +99,8 @@ def run(args: argparse.Namespace) -> int:
         raise GnnperfError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.epoch_samples is not None and args.epoch_samples < 1:
         raise GnnperfError(f"--epoch-samples must be at least 1, got {args.epoch_samples}")
+    if args.epochs is not None and (args.epochs < 1 or args.epoch_samples is None):
+        raise GnnperfError(f"--epochs needs --epoch-samples and must be at least 1, got {args.epochs}")
     shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
     predictor = Predictor.from_checkpoint(args.checkpoint)
     query = Query(
@@ -130,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
     if args.epoch_samples:
-        row["epoch"] = epoch_estimate(row, args.epoch_samples)
+        row["epoch"] = epoch_estimate(row, args.epoch_samples, args.epochs or 1)
     try:
         row["memory"] = predictor.memory(query, args.hardware_file, max_batch=args.max_batch)
         if row["memory"] is None and args.max_batch:
@@ -165,6 +173,13 @@ def run(args: argparse.Namespace) -> int:
             f"  epoch of {ep['samples']} samples: {ep['iterations']} iterations, {ep['time_s']:.1f} s "
             f"({ep['interval_s'][0]:.1f} .. {ep['interval_s'][1]:.1f} s; data loading and evaluation not included)"
         )
+        if ep["epochs"] > 1:
+            unit, size = _time_unit(ep["run_time_s"])
+            lo_run, hi_run = (v / size for v in ep["run_interval_s"])
+            print(
+                f"  run of {ep['epochs']} epochs: {ep['run_time_s'] / size:.1f} {unit} ({lo_run:.1f} .. {hi_run:.1f} "
+                f"{unit})"
+            )
     if row["memory"]:
         m = row["memory"]
         held = m["weights_mb"] + m["gradients_mb"] + m["optimizer_mb"]
@@ -238,3 +253,11 @@ def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:
         if out[-1][1] < 1:
             raise GnnperfError(f"--calibrate {ref} {batch} {ms}: the batch size must be at least 1")
     return out
+
+
+def _time_unit(seconds: float) -> tuple[str, float]:
+    """The largest of s, min, h and days that ``seconds`` is at least one of, with its size in seconds."""
+    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if seconds >= size:
+            return unit, size
+    return "s", 1.0

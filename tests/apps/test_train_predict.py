@@ -309,13 +309,16 @@ def test_predict_cli_json_and_errors(trained):
     assert row["outside_training_range"] == []  # one device in training: named by unlearned_workload alone
     assert row["epoch"]["iterations"] == 7  # ceil(100 / (8 x 2))
     assert row["epoch"]["time_s"] == pytest.approx(7 * row["iteration_time_ms"] / 1e3)
+    assert row["epoch"]["epochs"] == 1 and row["epoch"]["run_time_s"] == row["epoch"]["time_s"]
     text = subprocess.run(
-        [*run, "--hardware", "t4", "--batch-size", "64", "--checkpoint", ckpt],
+        [*run, "--hardware", "t4", "--batch-size", "64", "--checkpoint", ckpt, "--epoch-samples", "10000"]
+        + ["--epochs", "90"],
         capture_output=True,
         text=True,
         cwd=ROOT,
     )
     assert text.returncode == 0, text.stderr
+    assert "  run of 90 epochs: " in text.stdout
     assert (
         "outside this checkpoint's training range, extrapolated: batch_size=64 (trained 2..8)" in text.stdout
     )
@@ -324,6 +327,8 @@ def test_predict_cli_json_and_errors(trained):
         ["--hardware", "t4", "--checkpoint", "/no/such.ckpt"],
         ["--hardware", "t4", "--checkpoint", ckpt, "--num-devices", "0"],
         ["--hardware", "t4", "--checkpoint", ckpt, "--epoch-samples", "0"],
+        ["--hardware", "t4", "--checkpoint", ckpt, "--epochs", "3"],  # without --epoch-samples
+        ["--hardware", "t4", "--checkpoint", ckpt, "--epoch-samples", "100", "--epochs", "0"],
     ):
         res = subprocess.run([*run, "--batch-size", "8", *bad], capture_output=True, text=True, cwd=ROOT)
         assert (
@@ -407,11 +412,22 @@ def test_predict_cli_transfers_from_a_measurement_on_another_device(trained):
 
 def test_epoch_estimate_counts_iterations_over_every_device():
     row = {"batch_size": 32, "num_devices": 4, "iteration_time_ms": 250.0, "interval_ms": [200.0, 400.0]}
-    epoch = epoch_estimate(row, 1000)  # 7.8 iterations of 128 samples: the last one counts as full
-    assert epoch == {"samples": 1000, "iterations": 8, "time_s": 2.0, "interval_s": [1.6, 3.2]}
+    epoch = epoch_estimate(row, 1000, epochs=90)  # 7.8 iterations of 128 samples: the last one counts as full
+    assert epoch == {
+        "samples": 1000,
+        "iterations": 8,
+        "time_s": 2.0,
+        "interval_s": [1.6, 3.2],
+        "epochs": 90,
+        "run_time_s": 180.0,
+        "run_interval_s": [pytest.approx(144.0), pytest.approx(288.0)],
+    }
+    assert epoch_estimate(row, 1000)["run_time_s"] == 2.0  # one epoch by default
     for bad in (0, -5, 2.5, True):
         with pytest.raises(GnnperfError, match="positive integer"):
             epoch_estimate(row, bad)
+        with pytest.raises(GnnperfError, match="epochs must be a positive integer"):
+            epoch_estimate(row, 1000, epochs=bad)
 
 
 def test_predict_cli_calibrates_on_a_reference_measurement(trained):
