@@ -330,42 +330,24 @@ class Predictor:
         graph-level feature vector as the network saw it.
         """
         from gnnperf.hardware.vector import precision_peak_tflops
-        from gnnperf.predictor.coverage import outside_range, unseen_combinations, unseen_on_kind
+        from gnnperf.predictor import coverage as cov
 
         trained_on = self.info.get("trained_on", {})
         return {
-            "unseen_op_types": self._unseen_op_types(graph),
-            "unlearned_workload": self._unlearned_workload(u),
-            "outside_training_range": outside_range(trained_on, workload),
+            "unseen_op_types": cov.unseen_op_types(
+                graph, self.hparams["op_vocab"], self.model.seen_ops.tolist()
+            ),
+            "unlearned_workload": cov.unlearned_workload(
+                u, self.hparams["graph_features"], self.model.standardize["u"]
+            ),
+            "outside_training_range": cov.outside_range(trained_on, workload),
             # no rate of its own for the precision in the data sheet: every predictor prices it at the FP32 peak
             "priced_at_fp32_peak": (
                 workload.precision != "fp32" and precision_peak_tflops(spec, workload.precision) is None
             ),
-            "unseen_on_device_kind": unseen_on_kind(trained_on, row, spec.kind),
-            "unseen_combination": unseen_combinations(trained_on, row, spec.kind),
+            "unseen_on_device_kind": cov.unseen_on_kind(trained_on, row, spec.kind),
+            "unseen_combination": cov.unseen_combinations(trained_on, row, spec.kind),
         }
-
-    def _unlearned_workload(self, u) -> list[str]:
-        """Workload features of this query that never varied in training and differ from their one value there.
-
-        Such a feature is standardised to 0 (:class:`~gnnperf.predictor.model.Standardize`), so the prediction
-        is the one for the training value: e.g. ``log2_devices`` from a checkpoint trained on one device only.
-        """
-        from gnnperf.graph.features import WORKLOAD_FEATURES
-
-        workload = {name for name, _ in WORKLOAD_FEATURES}
-        std = self.model.standardize["u"]
-        return [
-            name
-            for j, name in enumerate(self.hparams["graph_features"])
-            if name in workload and not bool(std.varied[j]) and abs(float(u[j]) - float(std.mean[j])) > 1e-6
-        ]
-
-    def _unseen_op_types(self, graph) -> list[str]:
-        """The graph's op types whose vocabulary entry (``OTHER`` for types outside it) no train graph had."""
-        vocab = self.hparams["op_vocab"]
-        seen = dict(zip(vocab, self.model.seen_ops.tolist()))
-        return sorted({n.op_type for n in graph.nodes if not seen.get(n.op_type, seen.get("OTHER", False))})
 
 
 def _positive_ms(ms: Any) -> bool:

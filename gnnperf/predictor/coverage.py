@@ -3,6 +3,10 @@
 ``gnnperf-train`` records it from the train part's samples (:func:`coverage`); :class:`~gnnperf.predict.Predictor`
 checks every query against it, so that a prediction names what it extrapolates instead of doing so silently:
 
+- op types no train graph had (:func:`unseen_op_types`; the network's own record, ``PerfGNN.seen_ops``);
+- workload features that never varied in training and differ from their one value there
+  (:func:`unlearned_workload`; the network's train statistics);
+
 - a batch size or device count outside the trained range (:func:`outside_range`): the network has seen these
   features vary, but only within that range;
 - a workload value seen in training only on the other kind of device (:func:`unseen_on_kind`): each categorical
@@ -114,3 +118,28 @@ def unseen_combinations(trained_on: Mapping[str, Any], row: Mapping[str, Any], k
             if not any(all(seen[i] == value[i] for i in subset) for seen in combos):
                 found.append(subset)
     return [" + ".join(f"{BY_KIND[i]}={value[i]}" for i in subset) for subset in found]
+
+
+def unseen_op_types(graph, op_vocab: list[str], seen_ops: list[bool]) -> list[str]:
+    """The graph's op types whose vocabulary entry (``OTHER`` for types outside it) no train graph had."""
+    seen = dict(zip(op_vocab, seen_ops))
+    return sorted({n.op_type for n in graph.nodes if not seen.get(n.op_type, seen.get("OTHER", False))})
+
+
+def unlearned_workload(u, graph_features: list[str], standardize) -> list[str]:
+    """Workload features of a query's graph-level vector ``u`` that never varied in training and differ here.
+
+    Such a feature is standardised to 0 (:class:`~gnnperf.predictor.model.Standardize` ``standardize``, the
+    network's statistics of ``u``), so the prediction is the one for the training value: e.g. ``log2_devices``
+    from a checkpoint trained on one device only.
+    """
+    from gnnperf.graph.features import WORKLOAD_FEATURES
+
+    workload = {name for name, _ in WORKLOAD_FEATURES}
+    return [
+        name
+        for j, name in enumerate(graph_features)
+        if name in workload
+        and not bool(standardize.varied[j])
+        and abs(float(u[j]) - float(standardize.mean[j])) > 1e-6
+    ]
