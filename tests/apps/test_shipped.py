@@ -56,6 +56,13 @@ def test_a_device_only_in_the_table_is_predicted_from_its_specs(capsys):
         assert ("the interval is that of the devices seen in training" in capsys.readouterr().out) == says
 
 
+def test_the_unseen_device_error_it_quotes_is_the_studys():
+    from gnnperf.predictor import cli
+
+    results = json.loads((ROOT / cli.UNSEEN_DEVICE_STUDY / "results.json").read_text())
+    assert round(results["predictors"]["gnn"]["all"]["mape"]) == cli.UNSEEN_DEVICE_MAPE
+
+
 def test_every_device_it_was_trained_on_is_named_without_a_spec_file():
     """The CPUs of its data are in no table: the checkpoint's records resolve them."""
     env = {k: v for k, v in os.environ.items() if k != predict_module.DEFAULT_CHECKPOINT_ENV}
