@@ -15,17 +15,18 @@ from gnnperf.data.store import select_samples
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
 
 
-def train_config(experiment: str) -> dict:
+def composed(experiment: str):
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="test"):
-        cfg = compose(config_name="train", overrides=[f"experiment={experiment}"])
-    return OmegaConf.to_container(cfg, resolve=False)
+        return compose(config_name="train", overrides=[f"experiment={experiment}"])
+
+
+def train_config(experiment: str) -> dict:
+    return OmegaConf.to_container(composed(experiment), resolve=False)
 
 
 def split_kwargs(experiment: str) -> dict:
     """The experiment's split options as the split receives them (``test_query`` may follow ``family_query``)."""
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="test"):
-        cfg = compose(config_name="train", overrides=[f"experiment={experiment}"])
-    return OmegaConf.to_container(cfg.split.kwargs, resolve=True)
+    return OmegaConf.to_container(composed(experiment).split.kwargs, resolve=True)
 
 
 def without(cfg: dict, *paths: str) -> dict:
