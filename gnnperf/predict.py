@@ -119,8 +119,12 @@ class Predictor:
 
     @property
     def devices(self) -> list[str]:
-        """Devices seen in training; any other table entry or spec file is predicted from its specs."""
-        return list(self.hparams["devices"])
+        """Devices with training rows; any other table entry or spec file is predicted from its specs.
+
+        Checkpoints written before ``trained_on.devices`` was recorded give every device of their data (the
+        held-out one of a leave-one-device-out run included).
+        """
+        return list(self.info.get("trained_on", {}).get("devices", self.hparams["devices"]))
 
     def spec(self, hardware: str, hardware_file: str | None = None) -> HardwareSpec:
         """The spec of a device name or alias.
@@ -134,8 +138,8 @@ class Predictor:
         return get_spec(hardware, hardware_file, {n: spec_from_dict(d) for n, d in records.items()})
 
     def device_index(self, hardware: str) -> int:
-        """Index of ``hardware`` among the training devices (its learned embedding), or -1 when unseen."""
-        return self.devices.index(hardware) if hardware in self.devices else -1
+        """Index of ``hardware``'s learned embedding, or -1 when it had no training rows (predicted from its specs)."""
+        return self.hparams["devices"].index(hardware) if hardware in self.devices else -1
 
     def calibrate(
         self, measured: Iterable[tuple[Query, float]], hardware_file: str | None = None
@@ -341,6 +345,9 @@ class Predictor:
                 u, self.hparams["graph_features"], self.model.standardize["u"]
             ),
             "outside_training_range": cov.outside_range(trained_on, workload),
+            "hardware_outside_training_range": cov.hardware_outside_range(
+                [d for name, d in trained_on.get("hardware_specs", {}).items() if name in self.devices], spec
+            ),
             # no rate of its own for the precision in the data sheet: every predictor prices it at the FP32 peak
             "priced_at_fp32_peak": (
                 workload.precision != "fp32" and precision_peak_tflops(spec, workload.precision) is None

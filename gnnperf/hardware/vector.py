@@ -46,6 +46,9 @@ _LOG_FIELDS: tuple[tuple[str, str, float], ...] = (
     ("log1p_sm_count", "sm_count", 1.0),
     ("log1p_boost_clock_ghz", "boost_clock_mhz", 1e-3),
 )
+# The data-sheet fields the vector takes on a log scale: where an unseen device's lie outside the training devices',
+# the network extrapolates (gnnperf.predictor.coverage.hardware_outside_range).
+SPEC_FIELDS: tuple[str, ...] = tuple(field for _, field, _ in _LOG_FIELDS)
 _MISSING_FIELDS: tuple[str, ...] = (
     "peak_fp32_tflops",
     "peak_fp16_tensor_tflops",

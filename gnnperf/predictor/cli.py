@@ -210,6 +210,11 @@ def run(args: argparse.Namespace) -> int:
         print(
             f"  outside this checkpoint's training range, extrapolated: {', '.join(row['outside_training_range'])}"
         )
+    if row["hardware_outside_training_range"]:
+        print(
+            f"  {row['hardware']}'s data sheet is outside the range of the training devices, extrapolated: "
+            f"{', '.join(row['hardware_outside_training_range'])}"
+        )
     if row["unseen_on_device_kind"]:
         unseen = ", ".join(row["unseen_on_device_kind"])
         print(f"  never seen on this kind of device in training, extrapolated: {unseen}")

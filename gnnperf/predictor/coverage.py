@@ -9,6 +9,8 @@ checks every query against it, so that a prediction names what it extrapolates i
 
 - a batch size or device count outside the trained range (:func:`outside_range`): the network has seen these
   features vary, but only within that range;
+- a device whose data-sheet rates or sizes lie outside those of the training devices of its kind
+  (:func:`hardware_outside_range`): e.g. a B200 from a predictor trained up to the H200;
 - a workload value seen in training only on the other kind of device (:func:`unseen_on_kind`): each categorical
   feature is learned across kinds, so a value seen only on GPUs (channels_last, amp_fp16) is extrapolated on a CPU;
 - values each seen on the query's kind of device but never together (:func:`unseen_combinations`).
@@ -19,7 +21,7 @@ Checkpoints saved before an entry was recorded give empty lists.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 # Workload sizes whose training range is recorded (``workload_range``).
@@ -60,8 +62,13 @@ def workload_combinations_by_kind(samples, kind_of: Mapping[str, str]) -> dict[s
 
 
 def coverage(samples, kind_of: Mapping[str, str]) -> dict[str, Any]:
-    """The ``trained_on`` entries of a train part: its workload range, values and combinations per device kind."""
+    """The ``trained_on`` entries of a train part: its devices, workload range, values and combinations per kind.
+
+    ``devices`` are those with training rows; a checkpoint's device list (``hparams["devices"]``, the order of its
+    embeddings) holds every device of its data, the held-out one of a leave-one-device-out run included.
+    """
     return {
+        "devices": sorted(map(str, samples["hardware"].unique())),
         "workload_range": workload_range(samples),
         "workload_by_kind": workload_by_kind(samples, kind_of),
         "workload_combinations_by_kind": workload_combinations_by_kind(samples, kind_of),
@@ -78,6 +85,29 @@ def outside_range(trained_on: Mapping[str, Any], workload) -> list[str]:
         value = getattr(workload, name)
         if lo < hi and not lo <= value <= hi:
             out.append(f"{name}={value} (trained {lo}..{hi})")
+    return out
+
+
+def hardware_outside_range(trained_specs: Iterable[Mapping[str, Any]], spec) -> list[str]:
+    """``field=value (trained lo..hi)`` for each data-sheet field of ``spec`` outside the training devices' range.
+
+    Only the training devices of ``spec``'s kind count (CPUs and GPUs differ by orders of magnitude); a field
+    that ``spec`` or every one of them lacks is not checked, nor is any field when none is of that kind (left to
+    :func:`unseen_on_kind`).
+
+    Args:
+        trained_specs: spec dicts (``spec_to_dict``) of the devices with training rows.
+        spec: the queried device's :class:`~gnnperf.hardware.table.HardwareSpec`.
+    """
+    from gnnperf.hardware.vector import SPEC_FIELDS
+
+    same_kind = [t for t in trained_specs if t.get("kind") == spec.kind]
+    out = []
+    for field in SPEC_FIELDS:
+        value = getattr(spec, field)
+        seen = [t[field] for t in same_kind if t.get(field)]
+        if value and seen and not min(seen) <= value <= max(seen):
+            out.append(f"{field}={value:g} (trained {min(seen):g}..{max(seen):g})")
     return out
 
 

@@ -56,6 +56,18 @@ def test_a_device_only_in_the_table_is_predicted_from_its_specs(capsys):
         assert ("the interval is that of the devices seen in training" in capsys.readouterr().out) == says
 
 
+def test_a_device_beyond_every_training_device_says_which_specs_it_extrapolates():
+    predictor = Predictor.from_checkpoint(None)
+    query = Query("torchvision:resnet18", "b200", 32, precision="amp_fp16")
+    b200, rtx3090 = predictor.predict([query, replace(query, hardware="rtx-3090")])
+    assert "b200" not in predictor.devices and "rtx-3090" in predictor.devices
+    assert any(
+        f.startswith("peak_fp16_tensor_tflops=2250 (trained ")
+        for f in b200["hardware_outside_training_range"]
+    )
+    assert rtx3090["hardware_outside_training_range"] == []
+
+
 def test_the_unseen_device_error_it_quotes_is_the_studys():
     from gnnperf.predictor import cli
 

@@ -246,6 +246,22 @@ def test_a_device_in_no_table_resolves_from_the_checkpoints_records(trained):
     assert row["iteration_time_ms"] == from_file["iteration_time_ms"]
 
 
+def test_a_device_of_the_data_without_training_rows_is_predicted_from_its_specs(trained):
+    """As the held-out GPU of a leave-one-device-out checkpoint: in its device list, with no training rows."""
+    predictor = Predictor.from_checkpoint(trained[0])
+    trained_on = predictor.info["trained_on"]
+    assert trained_on["devices"] == ["a100-sxm4-40gb", "rtx-3090"]  # holdout_model: both have training rows
+    query = Query("zoo:mlp?depth=4&width=48&in_features=16", "a100-sxm4-40gb", 4)
+    (seen,) = predictor.predict(query)
+    assert seen["hardware_seen_in_training"] and predictor.device_index("a100-sxm4-40gb") >= 0
+    trained_on["devices"] = ["rtx-3090"]
+    (held_out,) = predictor.predict(query)
+    assert not held_out["hardware_seen_in_training"] and predictor.device_index("a100-sxm4-40gb") == -1
+    assert predictor.device_index("rtx-3090") == predictor.hparams["devices"].index("rtx-3090")
+    # the A100's data sheet is beyond the one training device's on every rate it has
+    assert "peak_fp16_tensor_tflops=312 (trained 71..71)" in held_out["hardware_outside_training_range"]
+
+
 def test_values_seen_on_a_device_kind_but_never_together_are_named(trained):
     predictor = Predictor.from_checkpoint(trained[0])
     trained_on = predictor.info["trained_on"]
