@@ -99,11 +99,6 @@ class PerfModule(pl.LightningModule):
         self._outputs: dict[str, list[tuple[Tensor, Tensor]]] = {s: [] for s in _STAGES}
         self.extras: dict[str, Any] = {}  # a loaded predictor checkpoint's ``gnnperf`` entry
 
-    def device_index(self, hardware: str) -> int:
-        """Index of ``hardware`` in the training device list, or -1 (unseen: predicted from its spec)."""
-        devices = self.hparams.devices
-        return devices.index(hardware) if hardware in devices else -1
-
     def forward(self, batch) -> Tensor:
         """Predicted log ms [B]."""
         return self.model(batch)[0]
