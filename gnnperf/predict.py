@@ -337,6 +337,7 @@ class Predictor:
         from gnnperf.predictor import coverage as cov
 
         trained_on = self.info.get("trained_on", {})
+        devices = set(self.devices)
         return {
             "unseen_op_types": cov.unseen_op_types(
                 graph, self.hparams["op_vocab"], self.model.seen_ops.tolist()
@@ -346,7 +347,7 @@ class Predictor:
             ),
             "outside_training_range": cov.outside_range(trained_on, workload),
             "hardware_outside_training_range": cov.hardware_outside_range(
-                [d for name, d in trained_on.get("hardware_specs", {}).items() if name in self.devices], spec
+                [d for name, d in trained_on.get("hardware_specs", {}).items() if name in devices], spec
             ),
             # no rate of its own for the precision in the data sheet: every predictor prices it at the FP32 peak
             "priced_at_fp32_peak": (
