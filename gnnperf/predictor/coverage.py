@@ -6,7 +6,6 @@ checks every query against it, so that a prediction names what it extrapolates i
 - op types no train graph had (:func:`unseen_op_types`; the network's own record, ``PerfGNN.seen_ops``);
 - workload features that never varied in training and differ from their one value there
   (:func:`unlearned_workload`; the network's train statistics);
-
 - a batch size or device count outside the trained range (:func:`outside_range`): the network has seen these
   features vary, but only within that range;
 - a device whose data-sheet rates or sizes lie outside those of the training devices of its kind
