@@ -85,22 +85,31 @@ def build_model(hparams: Mapping[str, Any], stats: Stats | None = None) -> PerfG
     )
 
 
-def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any]]:
-    """(network in eval mode, hyper-parameters, the ``gnnperf`` extras) of a predictor checkpoint."""
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The raw dict of a predictor checkpoint; GnnperfError (one line) for a missing, unreadable or foreign file."""
     path = Path(path)
     if not path.is_file():
         raise GnnperfError(f"checkpoint not found: {path}")
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as e:  # torch raises many types for a file that is not one of its archives
+        # Their messages run to several lines (the weights-only one advises weights_only=False, which is wrong
+        # here); the first sentence names the problem.
+        reason = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else ""
         raise GnnperfError(
-            f"cannot read checkpoint {path}: not a PyTorch checkpoint or truncated ({type(e).__name__}: {e})"
+            f"cannot read checkpoint {path}: not a PyTorch checkpoint or truncated ({type(e).__name__}: {reason})"
         ) from None
     if not isinstance(ckpt, dict) or not {"hyper_parameters", "state_dict"} <= ckpt.keys():
         raise GnnperfError(
             f"{path} is not a gnnperf predictor checkpoint (no hyper_parameters and state_dict; "
             "gnnperf-train writes one as predictor.ckpt)"
         )
+    return ckpt
+
+
+def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any]]:
+    """(network in eval mode, hyper-parameters, the ``gnnperf`` extras) of a predictor checkpoint."""
+    ckpt = read_checkpoint(path)
     hparams = dict(ckpt["hyper_parameters"])
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     check_compatible(hparams)

@@ -18,8 +18,7 @@ import pytorch_lightning as pl
 import torch
 from torch import Tensor
 
-from gnnperf.errors import GnnperfError
-from gnnperf.predictor.checkpoint import build_model, check_compatible, code_versions
+from gnnperf.predictor.checkpoint import build_model, check_compatible, code_versions, read_checkpoint
 from gnnperf.predictor.model import Stats
 from gnnperf.predictor.target import from_target, get_loss, to_target
 
@@ -168,7 +167,6 @@ class PerfModule(pl.LightningModule):
     @classmethod
     def load(cls, path: str | Path, map_location: str | torch.device = "cpu", **overrides: Any) -> PerfModule:
         """A trained module from a checkpoint, in eval mode; GnnperfError if missing or incompatible."""
-        if not Path(path).is_file():
-            raise GnnperfError(f"checkpoint not found: {path}")
+        read_checkpoint(path)  # a user error in one line for a file that is not a predictor checkpoint
         module = cls.load_from_checkpoint(path, map_location=map_location, weights_only=True, **overrides)
         return module.eval()

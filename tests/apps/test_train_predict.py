@@ -481,6 +481,15 @@ def test_mismatched_checkpoint_is_refused(trained, tmp_path):
     torch.save(ckpt, bad)
     with pytest.raises(GnnperfError, match="FEATURE_VERSION"):
         Predictor.from_checkpoint(bad)
+    from gnnperf.predictor.module import PerfModule  # what gnnperf-eval loads with
+
+    with pytest.raises(GnnperfError, match="FEATURE_VERSION"):
+        PerfModule.load(bad)
+    text = tmp_path / "notes.ckpt"
+    text.write_text("not a checkpoint\n")
+    with pytest.raises(GnnperfError, match="not a PyTorch checkpoint or truncated") as info:
+        PerfModule.load(text)
+    assert "\n" not in str(info.value)  # one line, not torch's advice to load untrusted pickles
 
 
 def test_evaluate_scores_the_checkpoint_beside_baselines(trained, store, tmp_path):
