@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import math
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 # Listed here so building the parser imports no adapter; a test checks it against the registry.
 SOURCE_NAMES = ("timm-benchmark", "pytorch-gpu-benchmark", "neusight")
@@ -126,6 +130,26 @@ def summary(store: str) -> dict:
     }
 
 
+def _family_hardware_table(counts: dict[str, dict[str, int]], hardware: list[str]) -> Table:
+    """Samples per family and device, the longer of the two lists down the rows so that the columns fit.
+
+    Column headers fold instead of being cut: cut, ``a100-pcie-40gb`` and ``a100-sxm4-40gb`` read alike.
+    """
+    from rich.table import Column, Table
+
+    families = list(counts)
+    if len(hardware) <= len(families):
+        rows, cols, get = families, hardware, lambda r, c: counts[r].get(c, 0)
+        corner = "family"
+    else:
+        rows, cols, get = hardware, families, lambda r, c: counts[c].get(r, 0)
+        corner = "hardware"
+    table = Table(corner, *(Column(c, overflow="fold") for c in cols))
+    for r in rows:
+        table.add_row(r, *(str(get(r, c)) for c in cols))
+    return table
+
+
 def _graphs(args: argparse.Namespace) -> int:
     from gnnperf.data.prebuild import graph_keys, iter_prebuild
 
@@ -157,16 +181,15 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(s, indent=1))
         return 0
     from rich.console import Console
-    from rich.table import Table
 
     console = Console()
     console.print(f"{s['samples']} samples {s['status']}; {s['models']} models in {s['families']} families")
-    table = Table("family", *s["hardware"].keys())
-    for family, row in s["per_family_hardware"].items():
-        table.add_row(family, *(str(row.get(h, 0)) for h in s["hardware"]))
-    console.print(table)
+    console.print(_family_hardware_table(s["per_family_hardware"], list(s["hardware"])))
     q = s["time_cv_quantiles"]
-    console.print(f"time CV p10 {q[0.1]:.3f}  median {q[0.5]:.3f}  p90 {q[0.9]:.3f}  p99 {q[0.99]:.3f}")
+    if all(math.isnan(v) for v in q.values()):  # public tables (NeuSight) give one time per row
+        console.print("time CV: not recorded by this store's sources")
+    else:
+        console.print(f"time CV p10 {q[0.1]:.3f}  median {q[0.5]:.3f}  p90 {q[0.9]:.3f}  p99 {q[0.99]:.3f}")
     lo, hi = s["iteration_time_ms_range"]
     console.print(
         f"iteration time {lo:.2f} .. {hi:.1f} ms (median {s['iteration_time_ms_median']:.1f}); software {s['software']}"

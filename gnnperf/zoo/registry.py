@@ -120,5 +120,6 @@ def coerce(value: str, like: Any) -> Any:
         if isinstance(like, float):
             return float(value)
     except ValueError:
-        raise GnnperfError(f"expected a {type(like).__name__}, got '{value}'") from None
+        kind = "an integer" if isinstance(like, int) else "a number"
+        raise GnnperfError(f"expected {kind}, got '{value}'") from None
     return value

@@ -43,3 +43,25 @@ def test_h200_timm_rows_match_their_zoo_config():
     assert len(timm) == 27
     assert all(b in batch_of[r] for r, b in zip(timm.model_ref, timm.batch_size, strict=True))
     assert set(timm.precision) == {"amp_fp16"} and set(timm.timed) == {"fwd+bwd+opt"}
+
+
+def test_summary_of_the_cpu_store(capsys):
+    import json
+
+    from gnnperf.cli import main
+    from gnnperf.data.cli import _family_hardware_table
+
+    assert main(["data", "summary", str(DATASETS / "cpu"), "--json"]) == 0
+    s = json.loads(capsys.readouterr().out)
+    df = SampleStore(DATASETS / "cpu", readonly=True).read()
+    assert s["samples"] == len(df) and s["models"] == df.model_ref.nunique()
+    assert s["hardware"] == df.hardware.value_counts().to_dict()
+    assert sum(sum(row.values()) for row in s["per_family_hardware"].values()) == len(df)
+    assert main(["data", "summary", str(DATASETS / "cpu")]) == 0
+    text = capsys.readouterr().out
+    assert "cpu-intel-xeon-1t" in text and "time CV p10" in text  # device names whole, not cut
+    # more devices than families: the devices go down the rows, so each name stays whole
+    table = _family_hardware_table(
+        {"bert": {"a100-pcie-40gb": 2, "a100-sxm4-40gb": 1}}, ["a100-pcie-40gb", "a100-sxm4-40gb"]
+    )
+    assert table.columns[0].header == "hardware" and table.row_count == 2
