@@ -68,7 +68,12 @@ def process_samples(
     fingerprint: str,
     max_median_over_p10: float | None = None,
 ) -> None:
-    """Write the processed files of ``stores`` into ``out`` (arguments as in :class:`PerfDataset`)."""
+    """Write the processed files of ``stores`` into ``out`` (arguments as in :class:`PerfDataset`).
+
+    ``meta.json`` says the files are complete: it goes first and is written last, so a run that fails or is
+    stopped half-way (after truncating the graph file) leaves a root that the next one reprocesses.
+    """
+    (out / "meta.json").unlink(missing_ok=True)
     frames = []
     for k, store in enumerate(stores):
         frame = SampleStore(store, readonly=True).read(status=status)

@@ -345,6 +345,16 @@ def test_samples_with_a_disturbed_median_are_dropped_and_counted(tmp_path) -> No
     assert len(PerfDataset(tmp_path / "root", [tmp_path / "store"])) == 3  # the limit is in the fingerprint
 
 
+def test_a_failed_processing_leaves_no_half_written_root(built) -> None:
+    _, _, _, tmp = built
+    root, store, cache = tmp / "failed_root", [tmp / "store"], tmp / "graphs"
+    first = PerfDataset(root, store, graph_cache=cache)
+    with pytest.raises(GnnperfError, match="no usable"):  # reprocesses the same root, and fails
+        PerfDataset(root, store, graph_cache=cache, query="hardware == 'no-such-gpu'")
+    again = PerfDataset(root, store, graph_cache=cache)  # the first settings: processed afresh, not half-read
+    assert len(again) == len(first) and again[0].x.shape[0] == len(again.graphs[again.samples.graph_idx[0]].nodes)
+
+
 def test_bad_query_is_a_user_error(built) -> None:
     _, _, _, tmp = built
     with pytest.raises(GnnperfError, match="bad sample query"):
