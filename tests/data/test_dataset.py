@@ -352,7 +352,8 @@ def test_a_failed_processing_leaves_no_half_written_root(built) -> None:
     with pytest.raises(GnnperfError, match="no usable"):  # reprocesses the same root, and fails
         PerfDataset(root, store, graph_cache=cache, query="hardware == 'no-such-gpu'")
     again = PerfDataset(root, store, graph_cache=cache)  # the first settings: processed afresh, not half-read
-    assert len(again) == len(first) and again[0].x.shape[0] == len(again.graphs[again.samples.graph_idx[0]].nodes)
+    graph = again.graphs[int(again.samples.graph_idx[0])]
+    assert len(again) == len(first) and again[0].x.shape[0] == len(graph.nodes)
 
 
 def test_bad_query_is_a_user_error(built) -> None:
