@@ -96,6 +96,8 @@ class Predictor:
         self.fallback = load_fallback(self.info)  # for op types unseen in training (None: trained without)
         # measured / predicted per calibration key (hardware and workload, _calibration_key), from calibrate()
         self.calibration: dict[tuple, float] = {}
+        # memory estimates by (model, workload): the trace does not depend on the device, only the verdict does
+        self._memory: dict[tuple, Any] = {}
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | None = None) -> Predictor:
@@ -237,7 +239,10 @@ class Predictor:
         if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
             return None
         workload = query.workload(query.input_shape or ())  # () is the model's default input
-        estimate = training_memory(query.model, workload)
+        key = (query.model, workload)
+        if key not in self._memory:
+            self._memory[key] = training_memory(query.model, workload)
+        estimate = self._memory[key]
         memory = estimate.on_device(spec.memory_gb)
         if max_batch:
             memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate)

@@ -20,10 +20,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hardware",
         required=True,
-        help="hardware table name or alias (see `gnnperf hardware list`), or a device the checkpoint was trained on",
+        help="hardware table name or alias (see `gnnperf hardware list`), or a device the checkpoint was trained on; "
+        "several, comma-separated, or 'all' (every GPU of the table and --hardware-file) for a comparison table",
     )
     parser.add_argument("--hardware-file", help="extra hardware spec file (CSV/YAML/JSON)")
-    parser.add_argument("--batch-size", type=int, required=True, help="samples per iteration on each device")
+    parser.add_argument(
+        "--batch-size",
+        required=True,
+        help="samples per iteration on each device; several, comma-separated (32,64,128), for a comparison table",
+    )
     shape = parser.add_mutually_exclusive_group()
     shape.add_argument("--input-shape", help="per-sample input shape, e.g. 3,224,224")
     shape.add_argument("--seq-len", type=int, help="sequence length for token models")
@@ -92,7 +97,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="this model and workload took MS ms per iteration on HARDWARE (a device you have): the prediction is "
         "MS times the predicted ratio between the two devices",
     )
-    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument(
+        "--json", action="store_true", help="print one JSON object per line, one per prediction"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -100,61 +107,88 @@ def run(args: argparse.Namespace) -> int:
     from gnnperf.predict import Predictor, Query, epoch_estimate
     from gnnperf.zoo.resolve import parse_input_shape
 
-    if args.batch_size < 1:
-        raise GnnperfError(f"--batch-size must be at least 1, got {args.batch_size}")
+    batches = _batch_sizes(args.batch_size)
     if args.epoch_samples is not None and args.epoch_samples < 1:
         raise GnnperfError(f"--epoch-samples must be at least 1, got {args.epoch_samples}")
     if args.epochs is not None and (args.epochs < 1 or args.epoch_samples is None):
         raise GnnperfError(f"--epochs needs --epoch-samples and must be at least 1, got {args.epochs}")
-    shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
-    predictor = Predictor.from_checkpoint(args.checkpoint)
-    query = Query(
-        model=args.model,
-        hardware=args.hardware,
-        batch_size=args.batch_size,
-        input_shape=shape,
-        precision=args.precision,
-        mode=args.mode,
-        optimizer=args.optimizer,
-        timed=args.timed,
-        memory_format=args.memory_format,
-        h2d=args.h2d,
-        num_devices=args.num_devices,
-    )
     if args.calibrate and args.measured_on:
         raise GnnperfError("--calibrate and --measured-on are two ways to anchor a prediction: give one")
+    hardware = _hardware_names(args.hardware, args.hardware_file)
+    if len(hardware) > 1 and args.calibrate:
+        raise GnnperfError(
+            "--calibrate scales the predictions for the device it was measured on: give one --hardware"
+        )
+    if len(batches) > 1 and args.measured_on:
+        raise GnnperfError("--measured-on is a time at one batch size: give one --batch-size")
+    if len(hardware) * len(batches) > 1 and args.breakdown:
+        raise GnnperfError(
+            "--breakdown lists the ops of one prediction: give one --hardware and one --batch-size"
+        )
+    shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
+    predictor = Predictor.from_checkpoint(args.checkpoint)
+    queries = [
+        Query(
+            model=args.model,
+            hardware=device,
+            batch_size=batch,
+            input_shape=shape,
+            precision=args.precision,
+            mode=args.mode,
+            optimizer=args.optimizer,
+            timed=args.timed,
+            memory_format=args.memory_format,
+            h2d=args.h2d,
+            num_devices=args.num_devices,
+        )
+        for device in hardware
+        for batch in batches
+    ]
     if args.calibrate:
         predictor.calibrate(
             [
-                (replace(query, model=ref, batch_size=batch, input_shape=None), ms)
+                (replace(queries[0], model=ref, batch_size=batch, input_shape=None), ms)
                 for ref, batch, ms in _references(args)
             ],
             hardware_file=args.hardware_file,
         )
     if args.measured_on:
-        hardware, ms = args.measured_on
+        measured_on, ms = args.measured_on
         try:
             ms = float(ms)
         except ValueError:
-            raise GnnperfError(f"--measured-on {hardware} {ms}: expected a device and milliseconds") from None
-        row = predictor.transfer(
-            query, hardware, ms, breakdown=args.breakdown, hardware_file=args.hardware_file
-        )
+            raise GnnperfError(
+                f"--measured-on {measured_on} {ms}: expected a device and milliseconds"
+            ) from None
+        rows = [
+            predictor.transfer(q, measured_on, ms, breakdown=args.breakdown, hardware_file=args.hardware_file)
+            for q in queries
+        ]
     else:
-        (row,) = predictor.predict(query, breakdown=args.breakdown, hardware_file=args.hardware_file)
-    if args.epoch_samples:
-        row["epoch"] = epoch_estimate(row, args.epoch_samples, args.epochs or 1)
-    try:
-        row["memory"] = predictor.memory(query, args.hardware_file, max_batch=args.max_batch)
-        if row["memory"] is None and args.max_batch:
-            row["memory_note"] = (
-                "no memory estimate: it covers training steps on a GPU whose memory size is known"
-            )
-    except GnnperfError as e:  # a model the shape-only trace cannot run
-        row["memory"], row["memory_note"] = None, str(e)
+        rows = predictor.predict(queries, breakdown=args.breakdown, hardware_file=args.hardware_file)
+    for query, row in zip(queries, rows, strict=True):
+        if args.epoch_samples:
+            row["epoch"] = epoch_estimate(row, args.epoch_samples, args.epochs or 1)
+        try:
+            row["memory"] = predictor.memory(query, args.hardware_file, max_batch=args.max_batch)
+            if row["memory"] is None and args.max_batch:
+                row["memory_note"] = (
+                    "no memory estimate: it covers training steps on a GPU whose memory size is known"
+                )
+        except GnnperfError as e:  # a model the shape-only trace cannot run
+            row["memory"], row["memory_note"] = None, str(e)
     if args.json:
-        print(json.dumps(row))
-        return 0
+        for row in rows:
+            print(json.dumps(row))
+    elif len(rows) == 1:
+        _print_row(rows[0], args)
+    else:
+        _print_comparison(rows, args)
+    return 0
+
+
+def _print_row(row: dict, args: argparse.Namespace) -> None:
+    """The text report of one prediction."""
     lo, hi = row["interval_ms"]
     seen = "seen in training" if row["hardware_seen_in_training"] else "predicted from its specs"
     devices = f" x {row['num_devices']} devices" if row["num_devices"] > 1 else ""
@@ -245,7 +279,120 @@ def run(args: argparse.Namespace) -> int:
         )
     for op in row.get("breakdown", []):
         print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
-    return 0
+
+
+# Short names of a row's extrapolation flags for the comparison table, with what each means (printed once below it).
+NOTES = {
+    "hardware_outside_training_range": ("data sheet", "figures outside those of the training devices"),
+    "outside_training_range": (
+        "workload range",
+        "batch size or device count outside the training rows' range",
+    ),
+    "unlearned_workload": ("unlearned", "a workload feature constant in training, so ignored by the network"),
+    "unseen_on_device_kind": (
+        "unseen on kind",
+        "a workload value never seen on this kind of device in training",
+    ),
+    "unseen_combination": ("unseen together", "workload values never seen together on this kind of device"),
+    "priced_at_fp32_peak": (
+        "fp32 rate",
+        "no rate of its own for this precision in the table: priced at FP32 peak",
+    ),
+    "unseen_op_types": ("unseen ops", "op types no training graph had"),
+}
+
+
+def _batch_sizes(text: str) -> list[int]:
+    """``--batch-size`` as a list: one size or several, comma-separated; each at least 1."""
+    from gnnperf.errors import GnnperfError
+
+    try:
+        sizes = [int(t) for t in str(text).split(",") if t.strip()]
+    except ValueError:
+        raise GnnperfError(f"--batch-size {text}: expected an integer or several, comma-separated") from None
+    if not sizes:
+        raise GnnperfError(f"--batch-size {text!r}: expected an integer or several, comma-separated")
+    for size in sizes:
+        if size < 1:
+            raise GnnperfError(f"--batch-size must be at least 1, got {size}")
+    return list(dict.fromkeys(sizes))
+
+
+def _hardware_names(text: str, hardware_file: str | None) -> list[str]:
+    """``--hardware`` as a list of names: one, several comma-separated, or ``all`` (every GPU of the table)."""
+    from gnnperf.hardware.table import load_table
+
+    if text.strip() == "all":
+        return sorted(name for name, spec in load_table(hardware_file).items() if spec.kind == "gpu")
+    return list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip())) or [text]
+
+
+def _print_comparison(rows: list[dict], args: argparse.Namespace) -> None:
+    """One table row per (device, batch size); with ``--hardware all`` the fastest first."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
+    if args.hardware.strip() == "all":
+        rows = sorted(rows, key=lambda r: (r["batch_size"], r["iteration_time_ms"]))
+    first, batches = rows[0], {r["batch_size"] for r in rows}
+    devices = f" per device x {first['num_devices']} devices" if first["num_devices"] > 1 else ""
+    batch = (
+        f"batch {first['batch_size']}{devices}, "
+        if len(batches) == 1
+        else f"batch{devices}, " * bool(devices)
+    )
+    layout = ", channels_last" if first["memory_format"] == "channels_last" else ""
+    title = f"{first['model']}: {batch}{first['precision']}{layout}, {first['timed']}"
+    memory = any(r["memory"] for r in rows)
+    header = ["hardware", "batch", "ms / iter", f"{first['interval_coverage']:.0%} interval", "samples/s"]
+    header = [h for h in header if h != "batch" or len(batches) > 1]
+    header += ["peak GiB"] * memory + ["max batch"] * (memory and args.max_batch)
+    header += [f"{args.epochs} epochs" if (args.epochs or 1) > 1 else "epoch"] * bool(args.epoch_samples)
+    table = Table(*header, "extrapolated", title=title, box=box.SIMPLE_HEAD, pad_edge=False)
+    used: set[str] = set()
+    for row in rows:
+        lo, hi = row["interval_ms"]
+        from_specs = not row["hardware_seen_in_training"] and "calibration_factor" not in row
+        cells = [row["hardware"] + " *" * from_specs, *([str(row["batch_size"])] if len(batches) > 1 else [])]
+        cells += [f"{row['iteration_time_ms']:.4g}", f"{lo:.4g}-{hi:.4g}"]
+        cells.append(f"{row['batch_size'] * row['num_devices'] / row['iteration_time_ms'] * 1000:,.0f}")
+        m = row["memory"]
+        if memory:
+            cells.append(f"{m['total_mb'] / 1024:.1f} {m['verdict']}" if m else "-")
+        if args.max_batch and memory:
+            cells.append(str(m["largest_batch"]) if m else "-")
+        if args.epoch_samples:
+            ep = row["epoch"]
+            seconds = ep["run_time_s"] if ep["epochs"] > 1 else ep["time_s"]
+            unit, size = _time_unit(seconds)
+            cells.append(f"{seconds / size:.1f} {unit}")
+        flags = [key for key in NOTES if row.get(key)]
+        used.update(flags)
+        cells.append(", ".join(NOTES[k][0] for k in flags) or "-")
+        table.add_row(*cells)
+    console = Console()
+    if not console.is_terminal:  # a file or a pipe: whole lines rather than 80 columns
+        console = Console(width=200)
+    console.print(table)
+    notes = []
+    if any(not r["hardware_seen_in_training"] and "calibration_factor" not in r for r in rows):
+        notes.append(
+            f"* no training rows: predicted from the data sheet; on the one such GPU measured (the H200) the "
+            f"predictions missed by {UNSEEN_DEVICE_MAPE}% MAPE ({UNSEEN_DEVICE_STUDY}), more than the interval says"
+        )
+    notes += [f"{NOTES[k][0]}: {NOTES[k][1]} (--json says which)" for k in NOTES if k in used]
+    if "calibration_factor" in first:
+        notes.append(
+            f"calibrated on {len(args.calibrate)} measurement(s): x{first['calibration_factor']:.3f}"
+        )
+    if "measured_on" in first:
+        ref = first["measured_on"]
+        notes.append(f"scaled from {ref['ms']:.2f} ms measured on {ref['hardware']} by the predicted ratio")
+    if args.epoch_samples:
+        notes.append(f"epochs of {args.epoch_samples} samples; data loading and evaluation not included")
+    for note in notes:
+        console.print(f"  {note}")
 
 
 def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:

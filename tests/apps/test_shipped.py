@@ -213,3 +213,53 @@ def test_the_memory_estimate_from_python_is_the_clis():
     # no estimate for inference or a CPU: None, not an error
     assert predictor.memory(replace(query, mode="infer")) is None
     assert predictor.memory(replace(query, hardware="cpu-intel-xeon-1t", precision="fp32")) is None
+
+
+def test_one_command_compares_devices_and_batch_sizes(capsys):
+    from gnnperf.cli import main
+    from gnnperf.hardware.table import load_table
+
+    args = ["predict", "torchvision:resnet18", "--precision", "amp_fp16"]
+    assert main([*args, "--hardware", "rtx-3090,h100-sxm", "--batch-size", "8,16", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [(r["hardware"], r["batch_size"]) for r in rows] == [
+        ("rtx-3090", 8), ("rtx-3090", 16), ("h100-sxm", 8), ("h100-sxm", 16)
+    ]  # fmt: skip
+    alone = Predictor.from_checkpoint(None).predict(
+        Query("torchvision:resnet18", "h100-sxm", 16, precision="amp_fp16")
+    )
+    assert rows[3]["iteration_time_ms"] == pytest.approx(alone[0]["iteration_time_ms"])  # as if asked alone
+    assert (
+        rows[0]["memory"]["total_mb"] < rows[1]["memory"]["total_mb"]
+    )  # the estimate follows the batch size
+
+    gpus = sorted(name for name, spec in load_table().items() if spec.kind == "gpu")
+    assert main([*args, "--hardware", "all", "--batch-size", "8"]) == 0
+    text = capsys.readouterr().out
+    listed = [line.split() for line in text.splitlines() if line.split() and line.split()[0] in gpus]
+    assert sorted(cells[0] for cells in listed) == gpus  # every GPU of the table, one line each
+    ms = [float(cells[2] if cells[1] == "*" else cells[1]) for cells in listed]
+    assert ms == sorted(ms)  # the fastest first
+    assert "* no training rows: predicted from the data sheet" in text and "h100-sxm *" in text
+
+
+@pytest.mark.parametrize(
+    "bad, says",
+    [
+        (
+            ["--hardware", "t4,l4", "--batch-size", "8", "--calibrate", "torchvision:resnet50", "8", "20"],
+            "--calibrate",
+        ),
+        (["--hardware", "t4", "--batch-size", "8,16", "--breakdown", "3"], "--breakdown"),
+        (["--hardware", "t4", "--batch-size", "8,16", "--measured-on", "l4", "20"], "one batch size"),
+        (["--hardware", "t4", "--batch-size", "8,x"], "--batch-size 8,x"),
+        (["--hardware", "t4", "--batch-size", "8,0"], "at least 1"),
+        (["--hardware", "t4,nosuchgpu", "--batch-size", "8"], "unknown hardware 'nosuchgpu'"),
+    ],
+)
+def test_a_comparison_that_cannot_be_made_is_one_error_line(bad, says, capsys):
+    from gnnperf.cli import main
+
+    assert main(["predict", "torchvision:resnet18", *bad]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and len(captured.err.strip().splitlines()) == 1 and captured.out == ""
