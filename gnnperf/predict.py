@@ -233,6 +233,7 @@ class Predictor:
         Raises:
             GnnperfError: a model the shape-only trace cannot run, or an ONNX file (no PyTorch model to trace).
         """
+        from gnnperf.errors import GnnperfError
         from gnnperf.graph.memory import largest_batch, training_memory
 
         spec = self.spec(query.hardware, hardware_file)
@@ -241,7 +242,12 @@ class Predictor:
         workload = query.workload(query.input_shape or ())  # () is the model's default input
         key = (query.model, workload)
         if key not in self._memory:
-            self._memory[key] = training_memory(query.model, workload)
+            try:
+                self._memory[key] = training_memory(query.model, workload)
+            except GnnperfError as e:  # kept too: a comparison over many devices asks again for each
+                self._memory[key] = e
+        if isinstance(self._memory[key], GnnperfError):
+            raise self._memory[key]
         estimate = self._memory[key]
         memory = estimate.on_device(spec.memory_gb)
         if max_batch:

@@ -391,6 +391,7 @@ def _print_comparison(rows: list[dict], args: argparse.Namespace) -> None:
         notes.append(f"scaled from {ref['ms']:.2f} ms measured on {ref['hardware']} by the predicted ratio")
     if args.epoch_samples:
         notes.append(f"epochs of {args.epoch_samples} samples; data loading and evaluation not included")
+    notes += list(dict.fromkeys(r["memory_note"] for r in rows if "memory_note" in r))
     for note in notes:
         console.print(f"  {note}")
 
