@@ -15,7 +15,9 @@ UNSEEN_DEVICE_STUDY = "experiments/h200_unseen"
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model",
-        help="model reference (timm:NAME, torchvision:NAME, hf:config.json, zoo:..., .onnx, pkg.mod:fn)",
+        nargs="+",
+        help="model reference (timm:NAME, torchvision:NAME, hf:config.json, zoo:..., .onnx, pkg.mod:fn); several "
+        "for a comparison table",
     )
     parser.add_argument(
         "--hardware",
@@ -119,17 +121,18 @@ def run(args: argparse.Namespace) -> int:
         raise GnnperfError(
             "--calibrate scales the predictions for the device it was measured on: give one --hardware"
         )
-    if len(batches) > 1 and args.measured_on:
-        raise GnnperfError("--measured-on is a time at one batch size: give one --batch-size")
-    if len(hardware) * len(batches) > 1 and args.breakdown:
+    models = list(dict.fromkeys(args.model))
+    if (len(batches) > 1 or len(models) > 1) and args.measured_on:
+        raise GnnperfError("--measured-on is the time of one model at one batch size: give one of each")
+    if len(models) * len(hardware) * len(batches) > 1 and args.breakdown:
         raise GnnperfError(
-            "--breakdown lists the ops of one prediction: give one --hardware and one --batch-size"
+            "--breakdown lists the ops of one prediction: give one model, one --hardware and one --batch-size"
         )
     shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
     predictor = Predictor.from_checkpoint(args.checkpoint)
     queries = [
         Query(
-            model=args.model,
+            model=model,
             hardware=device,
             batch_size=batch,
             input_shape=shape,
@@ -141,6 +144,7 @@ def run(args: argparse.Namespace) -> int:
             h2d=args.h2d,
             num_devices=args.num_devices,
         )
+        for model in models
         for device in hardware
         for batch in batches
     ]
@@ -328,13 +332,14 @@ def _hardware_names(text: str, hardware_file: str | None) -> list[str]:
 
 
 def _print_comparison(rows: list[dict], args: argparse.Namespace) -> None:
-    """One table row per (device, batch size); with ``--hardware all`` the fastest first."""
+    """One table row per (model, device, batch size); with ``--hardware all`` the fastest first per model."""
     from rich import box
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
 
+    models = list(dict.fromkeys(r["model"] for r in rows))
     if args.hardware.strip() == "all":
-        rows = sorted(rows, key=lambda r: (r["batch_size"], r["iteration_time_ms"]))
+        rows = sorted(rows, key=lambda r: (models.index(r["model"]), r["batch_size"], r["iteration_time_ms"]))
     first, batches = rows[0], {r["batch_size"] for r in rows}
     devices = f" per device x {first['num_devices']} devices" if first["num_devices"] > 1 else ""
     batch = (
@@ -343,10 +348,14 @@ def _print_comparison(rows: list[dict], args: argparse.Namespace) -> None:
         else f"batch{devices}, " * bool(devices)
     )
     layout = ", channels_last" if first["memory_format"] == "channels_last" else ""
-    title = f"{first['model']}: {batch}{first['precision']}{layout}, {first['timed']}"
+    what = first["model"] if len(models) == 1 else f"{len(models)} models"
+    title = f"{what}: {batch}{first['precision']}{layout}, {first['timed']}"
     memory = any(r["memory"] for r in rows)
-    header = ["hardware", "batch", "ms / iter", f"{first['interval_coverage']:.0%} interval", "samples/s"]
+    # a zoo reference runs to a hundred characters: folded, not cut, so that two of them stay apart
+    header: list[str | Column] = [Column("model", overflow="fold", max_width=48)] * (len(models) > 1)
+    header += ["hardware", "batch"]
     header = [h for h in header if h != "batch" or len(batches) > 1]
+    header += ["ms / iter", f"{first['interval_coverage']:.0%} interval", "samples/s"]
     header += ["peak GiB"] * memory + ["max batch"] * (memory and args.max_batch)
     header += [f"{args.epochs} epochs" if (args.epochs or 1) > 1 else "epoch"] * bool(args.epoch_samples)
     table = Table(*header, "extrapolated", title=title, box=box.SIMPLE_HEAD, pad_edge=False)
@@ -354,7 +363,8 @@ def _print_comparison(rows: list[dict], args: argparse.Namespace) -> None:
     for row in rows:
         lo, hi = row["interval_ms"]
         from_specs = not row["hardware_seen_in_training"] and "calibration_factor" not in row
-        cells = [row["hardware"] + " *" * from_specs, *([str(row["batch_size"])] if len(batches) > 1 else [])]
+        cells = [row["model"]] * (len(models) > 1) + [row["hardware"] + " *" * from_specs]
+        cells += [str(row["batch_size"])] * (len(batches) > 1)
         cells += [f"{row['iteration_time_ms']:.4g}", f"{lo:.4g}-{hi:.4g}"]
         cells.append(f"{row['batch_size'] * row['num_devices'] / row['iteration_time_ms'] * 1000:,.0f}")
         m = row["memory"]

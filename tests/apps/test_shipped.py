@@ -233,6 +233,27 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
         rows[0]["memory"]["total_mb"] < rows[1]["memory"]["total_mb"]
     )  # the estimate follows the batch size
 
+    assert (
+        main(
+            [
+                "predict",
+                "torchvision:resnet18",
+                "timm:resnet18",
+                "--hardware",
+                "t4",
+                "--batch-size",
+                "8",
+                "--json",
+            ]
+        )
+        == 0
+    )
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["model"] for r in rows] == [
+        "torchvision:resnet18",
+        "timm:resnet18",
+    ]  # several models, one per line
+
     gpus = sorted(name for name, spec in load_table().items() if spec.kind == "gpu")
     assert main([*args, "--hardware", "all", "--batch-size", "8"]) == 0
     text = capsys.readouterr().out
@@ -251,6 +272,10 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
             "--calibrate",
         ),
         (["--hardware", "t4", "--batch-size", "8,16", "--breakdown", "3"], "--breakdown"),
+        (
+            ["timm:resnet18", "--hardware", "t4", "--batch-size", "8", "--measured-on", "l4", "20"],
+            "one model",
+        ),
         (["--hardware", "t4", "--batch-size", "8,16", "--measured-on", "l4", "20"], "one batch size"),
         (["--hardware", "t4", "--batch-size", "8,x"], "--batch-size 8,x"),
         (["--hardware", "t4", "--batch-size", "8,0"], "at least 1"),
