@@ -6,10 +6,7 @@ import argparse
 import json
 from dataclasses import replace
 
-# The GNN's MAPE on a GPU no training row had (experiments/h200_unseen/results.json, predictors.gnn.all.mape,
-# rounded; a test keeps the two equal), quoted for devices predicted from their specs.
-UNSEEN_DEVICE_MAPE = 46
-UNSEEN_DEVICE_STUDY = "experiments/h200_unseen"
+from gnnperf.predictor.report import print_comparison, print_row
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -171,6 +168,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         rows = predictor.predict(queries, breakdown=args.breakdown, hardware_file=args.hardware_file)
     for query, row in zip(queries, rows, strict=True):
+        if "calibration_factor" in row:
+            row["calibrated_on"] = len(args.calibrate)
         if args.epoch_samples:
             row["epoch"] = epoch_estimate(row, args.epoch_samples, args.epochs or 1)
         try:
@@ -185,125 +184,10 @@ def run(args: argparse.Namespace) -> int:
         for row in rows:
             print(json.dumps(row))
     elif len(rows) == 1:
-        _print_row(rows[0], args)
+        print_row(rows[0])
     else:
-        _print_comparison(rows, args)
+        print_comparison(rows, fastest_first=args.hardware.strip() == "all")
     return 0
-
-
-def _print_row(row: dict, args: argparse.Namespace) -> None:
-    """The text report of one prediction."""
-    lo, hi = row["interval_ms"]
-    seen = "seen in training" if row["hardware_seen_in_training"] else "predicted from its specs"
-    devices = f" x {row['num_devices']} devices" if row["num_devices"] > 1 else ""
-    layout = ", channels_last" if row["memory_format"] == "channels_last" else ""
-    print(
-        f"{row['model']} on {row['hardware']} ({seen}), batch {row['batch_size']}{devices}, {row['precision']}"
-        f"{layout}, {row['timed']}"
-    )
-    print(
-        f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval {lo:.2f} .. {hi:.2f} ms)"
-    )
-    if not row["hardware_seen_in_training"] and "calibration_factor" not in row:
-        print(
-            "  the interval is that of the devices seen in training, not of one predicted from its specs: a device "
-            f"no training row had (the H200) was missed by {UNSEEN_DEVICE_MAPE}% MAPE ({UNSEEN_DEVICE_STUDY}); "
-            "--calibrate with a model timed on it"
-        )
-    if "epoch" in row:
-        ep = row["epoch"]
-        print(
-            f"  epoch of {ep['samples']} samples: {ep['iterations']} iterations, {ep['time_s']:.1f} s "
-            f"({ep['interval_s'][0]:.1f} .. {ep['interval_s'][1]:.1f} s; data loading and evaluation not included)"
-        )
-        if ep["epochs"] > 1:
-            unit, size = _time_unit(ep["run_time_s"])
-            lo_run, hi_run = (v / size for v in ep["run_interval_s"])
-            print(
-                f"  run of {ep['epochs']} epochs: {ep['run_time_s'] / size:.1f} {unit} ({lo_run:.1f} .. {hi_run:.1f} "
-                f"{unit})"
-            )
-    if row["memory"]:
-        m = row["memory"]
-        held = m["weights_mb"] + m["gradients_mb"] + m["optimizer_mb"]
-        verdict = {
-            "fits": "fits",
-            "at the limit": "at the limit: above the share usable in practice, it may run out of memory",
-            "does not fit": "does NOT fit: expect an out-of-memory error",
-        }[m["verdict"]]
-        print(
-            f"  peak memory {m['total_mb'] / 1024:.1f} GiB per device (activations {m['activations_mb'] / 1024:.1f}, "
-            f"weights + gradients + optimizer {held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
-        )
-        if "largest_batch" in m:
-            print(f"  largest batch whose step fits: {m['largest_batch']} per device")
-    elif "memory_note" in row:
-        print(f"  {row['memory_note']}")
-    if row["unlearned_workload"]:
-        print(
-            f"  not learned (constant in this checkpoint's training data), so ignored by the network: "
-            f"{', '.join(row['unlearned_workload'])}"
-        )
-    if row["outside_training_range"]:
-        print(
-            f"  outside this checkpoint's training range, extrapolated: {', '.join(row['outside_training_range'])}"
-        )
-    if row["hardware_outside_training_range"]:
-        print(
-            f"  {row['hardware']}'s data sheet is outside the range of the training devices, extrapolated: "
-            f"{', '.join(row['hardware_outside_training_range'])}"
-        )
-    if row["unseen_on_device_kind"]:
-        unseen = ", ".join(row["unseen_on_device_kind"])
-        print(f"  never seen on this kind of device in training, extrapolated: {unseen}")
-    if row["unseen_combination"]:
-        together = ", ".join(row["unseen_combination"])
-        print(f"  never together on this kind of device in training, extrapolated: {together}")
-    if row["priced_at_fp32_peak"]:
-        print(
-            f"  {row['hardware']} has no {row['precision']} rate of its own in the hardware table: priced at its FP32 "
-            f"peak; how it really runs there the table does not say (the TITAN Xp's fp16 training steps took a median "
-            f"1.2x their fp32 time, the P100 has fp16 units at twice its fp32 rate)"
-        )
-    if row["unseen_op_types"]:
-        how = (
-            f"{row['unseen_op_share']:.0%} of its roofline time; blended with the {row['fallback_baseline']} baseline, "
-            f"the network alone says {row['gnn_iteration_time_ms']:.2f} ms"
-            if "unseen_op_share" in row
-            else "no fallback in this checkpoint: the network extrapolates"
-        )
-        print(f"  op types unseen in training: {', '.join(row['unseen_op_types'])} ({how})")
-    if "calibration_factor" in row:
-        print(f"  calibrated on {len(args.calibrate)} measurement(s): x{row['calibration_factor']:.3f}")
-    if "measured_on" in row:
-        ref = row["measured_on"]
-        print(
-            f"  from {ref['ms']:.2f} ms measured on {ref['hardware']} (predicted there {ref['predicted_ms']:.2f} ms): "
-            f"x{row['transfer_factor']:.3f}"
-        )
-    for op in row.get("breakdown", []):
-        print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
-
-
-# Short names of a row's extrapolation flags for the comparison table, with what each means (printed once below it).
-NOTES = {
-    "hardware_outside_training_range": ("data sheet", "figures outside those of the training devices"),
-    "outside_training_range": (
-        "workload range",
-        "batch size or device count outside the training rows' range",
-    ),
-    "unlearned_workload": ("unlearned", "a workload feature constant in training, so ignored by the network"),
-    "unseen_on_device_kind": (
-        "unseen on kind",
-        "a workload value never seen on this kind of device in training",
-    ),
-    "unseen_combination": ("unseen together", "workload values never seen together on this kind of device"),
-    "priced_at_fp32_peak": (
-        "fp32 rate",
-        "no rate of its own for this precision in the table: priced at FP32 peak",
-    ),
-    "unseen_op_types": ("unseen ops", "op types no training graph had"),
-}
 
 
 def _batch_sizes(text: str) -> list[int]:
@@ -331,81 +215,6 @@ def _hardware_names(text: str, hardware_file: str | None) -> list[str]:
     return list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip())) or [text]
 
 
-def _print_comparison(rows: list[dict], args: argparse.Namespace) -> None:
-    """One table row per (model, device, batch size); with ``--hardware all`` the fastest first per model."""
-    from rich import box
-    from rich.console import Console
-    from rich.table import Column, Table
-
-    models = list(dict.fromkeys(r["model"] for r in rows))
-    if args.hardware.strip() == "all":
-        rows = sorted(rows, key=lambda r: (models.index(r["model"]), r["batch_size"], r["iteration_time_ms"]))
-    first, batches = rows[0], {r["batch_size"] for r in rows}
-    devices = f" per device x {first['num_devices']} devices" if first["num_devices"] > 1 else ""
-    batch = (
-        f"batch {first['batch_size']}{devices}, "
-        if len(batches) == 1
-        else f"batch{devices}, " * bool(devices)
-    )
-    layout = ", channels_last" if first["memory_format"] == "channels_last" else ""
-    what = first["model"] if len(models) == 1 else f"{len(models)} models"
-    title = f"{what}: {batch}{first['precision']}{layout}, {first['timed']}"
-    memory = any(r["memory"] for r in rows)
-    # a zoo reference runs to a hundred characters: folded, not cut, so that two of them stay apart
-    header: list[str | Column] = [Column("model", overflow="fold", max_width=48)] * (len(models) > 1)
-    header += ["hardware", "batch"]
-    header = [h for h in header if h != "batch" or len(batches) > 1]
-    header += ["ms / iter", f"{first['interval_coverage']:.0%} interval", "samples/s"]
-    header += ["peak GiB"] * memory + ["max batch"] * (memory and args.max_batch)
-    header += [f"{args.epochs} epochs" if (args.epochs or 1) > 1 else "epoch"] * bool(args.epoch_samples)
-    table = Table(*header, "extrapolated", title=title, box=box.SIMPLE_HEAD, pad_edge=False)
-    used: set[str] = set()
-    for row in rows:
-        lo, hi = row["interval_ms"]
-        from_specs = not row["hardware_seen_in_training"] and "calibration_factor" not in row
-        cells = [row["model"]] * (len(models) > 1) + [row["hardware"] + " *" * from_specs]
-        cells += [str(row["batch_size"])] * (len(batches) > 1)
-        cells += [f"{row['iteration_time_ms']:.4g}", f"{lo:.4g}-{hi:.4g}"]
-        cells.append(f"{row['batch_size'] * row['num_devices'] / row['iteration_time_ms'] * 1000:,.0f}")
-        m = row["memory"]
-        if memory:
-            cells.append(f"{m['total_mb'] / 1024:.1f} {m['verdict']}" if m else "-")
-        if args.max_batch and memory:
-            cells.append(str(m["largest_batch"]) if m else "-")
-        if args.epoch_samples:
-            ep = row["epoch"]
-            seconds = ep["run_time_s"] if ep["epochs"] > 1 else ep["time_s"]
-            unit, size = _time_unit(seconds)
-            cells.append(f"{seconds / size:.1f} {unit}")
-        flags = [key for key in NOTES if row.get(key)]
-        used.update(flags)
-        cells.append(", ".join(NOTES[k][0] for k in flags) or "-")
-        table.add_row(*cells)
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: whole lines rather than 80 columns
-        console = Console(width=200)
-    console.print(table)
-    notes = []
-    if any(not r["hardware_seen_in_training"] and "calibration_factor" not in r for r in rows):
-        notes.append(
-            f"* no training rows: predicted from the data sheet; on the one such GPU measured (the H200) the "
-            f"predictions missed by {UNSEEN_DEVICE_MAPE}% MAPE ({UNSEEN_DEVICE_STUDY}), more than the interval says"
-        )
-    notes += [f"{NOTES[k][0]}: {NOTES[k][1]} (--json says which)" for k in NOTES if k in used]
-    if "calibration_factor" in first:
-        notes.append(
-            f"calibrated on {len(args.calibrate)} measurement(s): x{first['calibration_factor']:.3f}"
-        )
-    if "measured_on" in first:
-        ref = first["measured_on"]
-        notes.append(f"scaled from {ref['ms']:.2f} ms measured on {ref['hardware']} by the predicted ratio")
-    if args.epoch_samples:
-        notes.append(f"epochs of {args.epoch_samples} samples; data loading and evaluation not included")
-    notes += list(dict.fromkeys(r["memory_note"] for r in rows if "memory_note" in r))
-    for note in notes:
-        console.print(f"  {note}")
-
-
 def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:
     """``--calibrate`` triples as (model, batch size, ms); a malformed one is a user error."""
     from gnnperf.errors import GnnperfError
@@ -421,11 +230,3 @@ def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:
         if out[-1][1] < 1:
             raise GnnperfError(f"--calibrate {ref} {batch} {ms}: the batch size must be at least 1")
     return out
-
-
-def _time_unit(seconds: float) -> tuple[str, float]:
-    """The largest of s, min, h and days that ``seconds`` is at least one of, with its size in seconds."""
-    for unit, size in (("days", 86400.0), ("h", 3600.0), ("min", 60.0)):
-        if seconds >= size:
-            return unit, size
-    return "s", 1.0
