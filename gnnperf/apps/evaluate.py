@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
 import hydra
 from omegaconf import DictConfig
 
-from gnnperf.apps import CONF_DIR
+from gnnperf.apps import CONF_DIR, user_errors
 from gnnperf.errors import GnnperfError
 
 
@@ -49,11 +48,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="eval")
 def main(cfg: DictConfig) -> None:
-    try:
+    with user_errors("gnnperf-eval"):
         evaluate(cfg)
-    except GnnperfError as e:
-        print(f"gnnperf-eval: error: {e}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from gnnperf.apps import CONF_DIR
+from gnnperf.apps import CONF_DIR, user_errors
 from gnnperf.errors import GnnperfError
 
 log = logging.getLogger("gnnperf.generate")
@@ -80,10 +80,8 @@ def save_hardware_record(root: Path, spec) -> Path:
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="generate")
 def main(cfg: DictConfig) -> None:
     try:
-        generate(cfg)
-    except GnnperfError as e:
-        print(f"gnnperf-generate: error: {e}", file=sys.stderr)
-        sys.exit(2)
+        with user_errors("gnnperf-generate"):
+            generate(cfg)
     except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: run_plan has flushed what it measured
         print(f"gnnperf-generate: interrupted; samples measured so far are in {cfg.out_dir}", file=sys.stderr)
         sys.exit(130)

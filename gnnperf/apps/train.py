@@ -11,7 +11,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gnnperf.apps import CONF_DIR
+from gnnperf.apps import CONF_DIR, user_errors
 from gnnperf.errors import GnnperfError
 
 log = logging.getLogger("gnnperf.train")
@@ -135,11 +135,8 @@ def _peak_rss_bytes() -> int:
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
 def main(cfg: DictConfig) -> float | None:
-    try:
+    with user_errors("gnnperf-train"):
         metrics = train(cfg)
-    except GnnperfError as e:
-        print(f"gnnperf-train: error: {e}", file=sys.stderr)
-        sys.exit(2)
     return metrics.get(cfg.optimized_metric)
 
 

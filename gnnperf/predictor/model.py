@@ -127,6 +127,11 @@ class PerfGNN(nn.Module):
         stats: Stats | None = None,
     ) -> None:
         super().__init__()
+        if hidden < 1 or layers < 1 or not 0 <= dropout < 1 or heads < 1:
+            raise GnnperfError(
+                f"bad model size: hidden={hidden}, layers={layers}, heads={heads} must be at least 1 and "
+                f"dropout={dropout} in [0, 1)"
+            )
         self.num_ops, self.op_dropout = num_ops, op_dropout
         self.node_workload = len(WORKLOAD_FEATURES) if node_workload else 0
         self.hardware_conditioning = hardware_conditioning

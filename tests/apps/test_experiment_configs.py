@@ -97,3 +97,20 @@ def test_releases_pt110_experiment_adds_only_the_torch_1_10_store() -> None:
     assert pt110["data"]["stores"] == [*stores[:2], ".cache/stores/timm_pt110", *stores[2:]]
     changed = ("task_name", "data.stores", "data.root")
     assert without(pt110, *changed) == without(releases, *changed)
+
+
+def test_a_user_error_hydra_wrapped_is_one_line_and_exit_2(capsys):
+    from hydra.errors import InstantiationException
+
+    from gnnperf.apps import user_errors
+    from gnnperf.errors import GnnperfError
+
+    with pytest.raises(SystemExit) as ended, user_errors("gnnperf-train"):
+        try:  # what hydra.utils.instantiate does with what a target raises
+            raise GnnperfError("unknown backbone 'bogus'")
+        except GnnperfError as e:
+            raise InstantiationException("Error in call to target 'PerfModule':\n...") from e
+    assert ended.value.code == 2
+    assert capsys.readouterr().err == "gnnperf-train: error: unknown backbone 'bogus'\n"
+    with pytest.raises(ValueError), user_errors("gnnperf-train"):  # a bug still raises
+        raise ValueError("a bug")

@@ -31,6 +31,12 @@ def test_registries_reject_duplicates_and_unknown_names():
         build("gatv2", 30, 2, 0.0, heads=4)
 
 
+@pytest.mark.parametrize("size", [{"hidden": 0}, {"layers": -1}, {"dropout": 1.0}, {"heads": 0}])
+def test_a_bad_model_size_is_a_user_error(size):
+    with pytest.raises(GnnperfError, match="bad model size"):
+        PerfGNN(F_NODE, F_EDGE, F_GRAPH, F_HW, F_AGG, **size)
+
+
 @pytest.mark.parametrize("readout", sorted(READOUTS))
 @pytest.mark.parametrize("backbone", sorted(BACKBONES))
 def test_forward_backward(backbone, readout):
