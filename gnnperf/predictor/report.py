@@ -138,19 +138,15 @@ def print_comparison(rows: list[dict], fastest_first: bool = False) -> None:
         rows = sorted(rows, key=lambda r: (models.index(r["model"]), r["batch_size"], r["iteration_time_ms"]))
     first, batches = rows[0], {r["batch_size"] for r in rows}
     devices = f" per device x {first['num_devices']} devices" if first["num_devices"] > 1 else ""
-    batch = (
-        f"batch {first['batch_size']}{devices}, "
-        if len(batches) == 1
-        else f"batch{devices}, " * bool(devices)
-    )
+    batch = f"batch {first['batch_size']}" if len(batches) == 1 else "batch" if devices else ""
+    batch = f"{batch}{devices}, " if batch else ""
     layout = ", channels_last" if first["memory_format"] == "channels_last" else ""
     what = first["model"] if len(models) == 1 else f"{len(models)} models"
     title = f"{what}: {batch}{first['precision']}{layout}, {first['timed']}"
     memory = any(r["memory"] for r in rows)
     # a zoo reference runs to a hundred characters: folded, not cut, so that two of them stay apart
     header: list[str | Column] = [Column("model", overflow="fold", max_width=48)] * (len(models) > 1)
-    header += ["hardware", "batch"]
-    header = [h for h in header if h != "batch" or len(batches) > 1]
+    header += ["hardware"] + ["batch"] * (len(batches) > 1)
     header += ["ms / iter", f"{first['interval_coverage']:.0%} interval", "samples/s"]
     max_batch = any(r["memory"] and "largest_batch" in r["memory"] for r in rows)
     epoch = first.get("epoch")
