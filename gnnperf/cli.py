@@ -20,7 +20,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "hardware": ("gnnperf.hardware.cli", "list, show or probe hardware entries"),
     "zoo": ("gnnperf.zoo.cli", "list model-zoo families and sample configurations"),
     "data": ("gnnperf.data.cli", "summarise a sample store or import public benchmark tables"),
-    "predict": ("gnnperf.predictor.cli", "predict a model's iteration time on a device with a trained GNN"),
+    "predict": (
+        "gnnperf.predictor.cli",
+        "predict a model's iteration time on a device with a trained GNN, or compare models, devices and batches",
+    ),
 }
 
 
