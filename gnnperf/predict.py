@@ -3,7 +3,7 @@
 A predictor checkpoint is a Lightning checkpoint of :class:`~gnnperf.predictor.module.PerfModule` (its
 hyper-parameters hold the feature lists, ``FEATURE_VERSION``, the hardware table version and the device list;
 its state holds the train-split normalisation statistics) plus a ``gnnperf`` entry written by
-:func:`save_predictor`: the split-conformal interval (quantiles of log(measured / predicted) on the validation
+:func:`~gnnperf.predictor.checkpoint.save_predictor`: the split-conformal interval (quantiles of log(measured / predicted) on the validation
 part), what it was trained on, its metrics and, from checkpoints trained with one, the unseen-op fallback
 (:mod:`gnnperf.predictor.fallback`: graphs with op types absent from training lean on a FLOPs-proportional
 estimate; each prediction lists such op types). Nothing else is needed to predict.
@@ -33,25 +33,6 @@ if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
 DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
 # Trained on every real source (experiments/all_sources); its model card sits beside it.
 SHIPPED_CHECKPOINT = Path(__file__).parent / "predictor" / "shipped" / "predictor.ckpt"
-
-
-def save_predictor(module, path: str | Path, **extra: Any) -> Path:
-    """Write a predictor checkpoint: the module's Lightning checkpoint dict plus ``extra`` under ``gnnperf``."""
-    import pytorch_lightning as pl
-    import torch
-
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    ckpt = {
-        "state_dict": module.state_dict(),
-        "hyper_parameters": dict(module.hparams),
-        "pytorch-lightning_version": pl.__version__,
-        "gnnperf": dict(extra),
-    }
-    tmp = path.with_suffix(".tmp")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
-    return path
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.eval.compare import baseline_data, compare
     from gnnperf.eval.tables import print_table
     from gnnperf.hardware.table import spec_to_dict
-    from gnnperf.predict import save_predictor
+    from gnnperf.predictor.checkpoint import save_predictor
     from gnnperf.predictor.coverage import coverage
     from gnnperf.predictor.fallback import UnseenOpFallback, check_fallback_name
 

@@ -1,4 +1,4 @@
-"""Predictor checkpoints without Lightning: version checks and the model rebuilt from hyper-parameters.
+"""Predictor checkpoints: written after training, read without Lightning (version checks, the model rebuilt).
 
 Training goes through :class:`~gnnperf.predictor.module.PerfModule`; prediction needs only the network, so
 :func:`load_model` reads the checkpoint with ``torch.load`` and skips importing Lightning, which would cost
@@ -7,6 +7,7 @@ Training goes through :class:`~gnnperf.predictor.module.PerfModule`; prediction 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,24 @@ def build_model(hparams: Mapping[str, Any], stats: Stats | None = None) -> PerfG
         node_workload=h.get("node_workload", False),  # likewise
         stats=stats,
     )
+
+
+def save_predictor(module, path: str | Path, **extra: Any) -> Path:
+    """Write a predictor checkpoint: the module's Lightning checkpoint dict plus ``extra`` under ``gnnperf``."""
+    import pytorch_lightning as pl  # only here: reading a checkpoint must not import it
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    ckpt = {
+        "state_dict": module.state_dict(),
+        "hyper_parameters": dict(module.hparams),
+        "pytorch-lightning_version": pl.__version__,
+        "gnnperf": dict(extra),
+    }
+    tmp = path.with_suffix(".tmp")
+    torch.save(ckpt, tmp)
+    os.replace(tmp, path)
+    return path
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:

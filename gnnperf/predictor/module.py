@@ -158,7 +158,7 @@ class PerfModule(pl.LightningModule):
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         """Refuse a checkpoint made with other features or another hardware table (also on Trainer resume).
 
-        A predictor checkpoint's ``gnnperf`` entry (see :func:`gnnperf.predict.save_predictor`) is kept as
+        A predictor checkpoint's ``gnnperf`` entry (see :func:`gnnperf.predictor.checkpoint.save_predictor`) is kept as
         ``self.extras``.
         """
         check_compatible(checkpoint.get("hyper_parameters", {}))
