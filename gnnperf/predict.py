@@ -3,8 +3,9 @@
 A predictor checkpoint is a Lightning checkpoint of :class:`~gnnperf.predictor.module.PerfModule` (its
 hyper-parameters hold the feature lists, ``FEATURE_VERSION``, the hardware table version and the device list;
 its state holds the train-split normalisation statistics) plus a ``gnnperf`` entry written by
-:func:`~gnnperf.predictor.checkpoint.save_predictor`: the split-conformal interval (quantiles of log(measured / predicted) on the validation
-part), what it was trained on, its metrics and, from checkpoints trained with one, the unseen-op fallback
+:func:`~gnnperf.predictor.checkpoint.save_predictor`: the split-conformal interval (quantiles of
+log(measured / predicted) on the validation part), what it was trained on, its metrics and, from checkpoints
+trained with one, the unseen-op fallback
 (:mod:`gnnperf.predictor.fallback`: graphs with op types absent from training lean on a FLOPs-proportional
 estimate; each prediction lists such op types). Nothing else is needed to predict.
 
