@@ -36,12 +36,11 @@ WORKLOAD = [
 GAPS = {"all pairs": 0.0, "measured >= 10% apart": np.log(1.1), "measured >= 25% apart": np.log(1.25)}
 
 
-def job_pairs(job: Path, measured: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(pairs, workloads) of one leave-one-GPU-out job: every predictor's held-out time against each other GPU.
+def job_pairs(job: Path, measured: pd.DataFrame) -> pd.DataFrame:
+    """Every predictor's held-out time against each other GPU's measured time, for one leave-one-GPU-out job.
 
-    ``pairs``: one row per (predictor, workload, other GPU) with ``log_true`` and ``log_pred`` = log(held-out time /
-    other GPU's measured time), measured and predicted. ``workloads``: one row per (predictor, workload) with the
-    held-out GPU's predicted and measured time and the other GPUs' measured times (for the fastest-pick check).
+    One row per (predictor, workload, other GPU), with the held-out GPU's ``pred_ms`` and ``true_ms``, the other
+    GPU's ``iteration_time_ms``, and ``log_true`` / ``log_pred`` = log(held-out time / other GPU's time).
     """
     long = read_predictions(job)
     ids = long["sample_id"].unique()
@@ -68,7 +67,7 @@ def job_pairs(job: Path, measured: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataF
         log_true=np.log(pairs["true_ms"] / pairs["iteration_time_ms"]),
         log_pred=np.log(pairs["pred_ms"] / pairs["iteration_time_ms"]),
     )
-    return pairs, test.assign(held_out=held_out)
+    return pairs
 
 
 def order_scores(pairs: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -117,7 +116,7 @@ def main() -> None:
     measured = pd.concat(
         [SampleStore(s, readonly=True).read(status="ok") for s in args.store], ignore_index=True
     )
-    pairs = pd.concat([job_pairs(Path(job), measured)[0] for job in args.jobs], ignore_index=True)
+    pairs = pd.concat([job_pairs(Path(job), measured) for job in args.jobs], ignore_index=True)
     results: dict[str, dict] = {"jobs": [str(j) for j in args.jobs], "stores": args.store, "predictors": {}}
     for predictor, part in pairs.groupby("predictor"):
         per_gpu = {gpu: order_scores(g) for gpu, g in part.groupby("held_out")}
