@@ -44,10 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-format", default="contiguous", choices=["contiguous", "channels_last"])
     parser.add_argument(
         "--num-devices",
-        type=int,
-        default=1,
+        default="1",
         help="data-parallel devices, each with --batch-size samples (default 1; the shipped predictor learned 1-4 "
-        "GPUs from DataParallel rows)",
+        "GPUs from DataParallel rows); several, comma-separated (1,2,4), for a comparison table",
     )
     parser.add_argument(
         "--h2d", action="store_true", help="include the host-to-device copy of the inputs in the time"
@@ -106,7 +105,8 @@ def run(args: argparse.Namespace) -> int:
     from gnnperf.predict import Predictor, Query, epoch_estimate
     from gnnperf.zoo.resolve import parse_input_shape
 
-    batches = _batch_sizes(args.batch_size)
+    batches = _positive_ints(args.batch_size, "--batch-size")
+    device_counts = _positive_ints(args.num_devices, "--num-devices")
     if args.epoch_samples is not None and args.epoch_samples < 1:
         raise GnnperfError(f"--epoch-samples must be at least 1, got {args.epoch_samples}")
     if args.epochs is not None and (args.epochs < 1 or args.epoch_samples is None):
@@ -119,11 +119,13 @@ def run(args: argparse.Namespace) -> int:
             "--calibrate scales the predictions for the device it was measured on: give one --hardware"
         )
     models = list(dict.fromkeys(args.model))
-    if (len(batches) > 1 or len(models) > 1) and args.measured_on:
-        raise GnnperfError("--measured-on is the time of one model at one batch size: give one of each")
-    if len(models) * len(hardware) * len(batches) > 1 and args.breakdown:
+    if (len(batches) > 1 or len(models) > 1 or len(device_counts) > 1) and args.measured_on:
         raise GnnperfError(
-            "--breakdown lists the ops of one prediction: give one model, one --hardware and one --batch-size"
+            "--measured-on is the time of one model at one batch size and device count: give one of each"
+        )
+    if len(models) * len(hardware) * len(batches) * len(device_counts) > 1 and args.breakdown:
+        raise GnnperfError(
+            "--breakdown lists the ops of one prediction: give one model, --hardware, --batch-size and --num-devices"
         )
     shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
     predictor = Predictor.from_checkpoint(args.checkpoint)
@@ -139,11 +141,12 @@ def run(args: argparse.Namespace) -> int:
             timed=args.timed,
             memory_format=args.memory_format,
             h2d=args.h2d,
-            num_devices=args.num_devices,
+            num_devices=count,
         )
         for model in models
         for device in hardware
         for batch in batches
+        for count in device_counts
     ]
     if args.calibrate:
         predictor.calibrate(
@@ -190,20 +193,20 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _batch_sizes(text: str) -> list[int]:
-    """``--batch-size`` as a list: one size or several, comma-separated; each at least 1."""
+def _positive_ints(text: str, flag: str) -> list[int]:
+    """``--batch-size`` or ``--num-devices`` as a list: one value or several, comma-separated; each at least 1."""
     from gnnperf.errors import GnnperfError
 
     try:
-        sizes = [int(t) for t in str(text).split(",") if t.strip()]
+        values = [int(t) for t in str(text).split(",") if t.strip()]
     except ValueError:
-        raise GnnperfError(f"--batch-size {text}: expected an integer or several, comma-separated") from None
-    if not sizes:
-        raise GnnperfError(f"--batch-size {text!r}: expected an integer or several, comma-separated")
-    for size in sizes:
-        if size < 1:
-            raise GnnperfError(f"--batch-size must be at least 1, got {size}")
-    return list(dict.fromkeys(sizes))
+        raise GnnperfError(f"{flag} {text}: expected an integer or several, comma-separated") from None
+    if not values:
+        raise GnnperfError(f"{flag} {text!r}: expected an integer or several, comma-separated")
+    for value in values:
+        if value < 1:
+            raise GnnperfError(f"{flag} must be at least 1, got {value}")
+    return list(dict.fromkeys(values))
 
 
 def _hardware_names(text: str, hardware_file: str | None) -> list[str]:

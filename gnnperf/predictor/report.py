@@ -135,9 +135,22 @@ def print_comparison(rows: list[dict], fastest_first: bool = False) -> None:
 
     models = list(dict.fromkeys(r["model"] for r in rows))
     if fastest_first:
-        rows = sorted(rows, key=lambda r: (models.index(r["model"]), r["batch_size"], r["iteration_time_ms"]))
-    first, batches = rows[0], {r["batch_size"] for r in rows}
-    devices = f" per device x {first['num_devices']} devices" if first["num_devices"] > 1 else ""
+        rows = sorted(
+            rows,
+            key=lambda r: (
+                models.index(r["model"]),
+                r["batch_size"],
+                r["num_devices"],
+                r["iteration_time_ms"],
+            ),
+        )
+    first, batches, counts = rows[0], {r["batch_size"] for r in rows}, {r["num_devices"] for r in rows}
+    devices = (
+        f" per device x {first['num_devices']} devices"
+        if len(counts) == 1 and first["num_devices"] > 1
+        else ""
+    )
+    devices = " per device" if len(counts) > 1 else devices
     batch = f"batch {first['batch_size']}" if len(batches) == 1 else "batch" if devices else ""
     batch = f"{batch}{devices}, " if batch else ""
     layout = ", channels_last" if first["memory_format"] == "channels_last" else ""
@@ -146,7 +159,7 @@ def print_comparison(rows: list[dict], fastest_first: bool = False) -> None:
     memory = any(r["memory"] for r in rows)
     # a zoo reference runs to a hundred characters: folded, not cut, so that two of them stay apart
     header: list[str | Column] = [Column("model", overflow="fold", max_width=48)] * (len(models) > 1)
-    header += ["hardware"] + ["batch"] * (len(batches) > 1)
+    header += ["hardware"] + ["batch"] * (len(batches) > 1) + ["devices"] * (len(counts) > 1)
     header += ["ms / iter", f"{first['interval_coverage']:.0%} interval", "samples/s"]
     max_batch = any(r["memory"] and "largest_batch" in r["memory"] for r in rows)
     epoch = first.get("epoch")
@@ -158,7 +171,7 @@ def print_comparison(rows: list[dict], fastest_first: bool = False) -> None:
         lo, hi = row["interval_ms"]
         from_specs = not row["hardware_seen_in_training"] and "calibration_factor" not in row
         cells = [row["model"]] * (len(models) > 1) + [row["hardware"] + " *" * from_specs]
-        cells += [str(row["batch_size"])] * (len(batches) > 1)
+        cells += [str(row["batch_size"])] * (len(batches) > 1) + [str(row["num_devices"])] * (len(counts) > 1)
         cells += [f"{row['iteration_time_ms']:.4g}", f"{lo:.4g}-{hi:.4g}"]
         cells.append(f"{row['batch_size'] * row['num_devices'] / row['iteration_time_ms'] * 1000:,.0f}")
         m = row["memory"]

@@ -253,6 +253,9 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
         "torchvision:resnet18",
         "timm:resnet18",
     ]  # several models, one per line
+    assert main([*args, "--hardware", "t4", "--batch-size", "8", "--num-devices", "1,2,4", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["num_devices"] for r in rows] == [1, 2, 4]  # and several device counts
 
     gpus = sorted(name for name, spec in load_table().items() if spec.kind == "gpu")
     assert main([*args, "--hardware", "all", "--batch-size", "8"]) == 0
@@ -279,6 +282,7 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
         (["--hardware", "t4", "--batch-size", "8,16", "--measured-on", "l4", "20"], "one batch size"),
         (["--hardware", "t4", "--batch-size", "8,x"], "--batch-size 8,x"),
         (["--hardware", "t4", "--batch-size", "8,0"], "at least 1"),
+        (["--hardware", "t4", "--batch-size", "8", "--num-devices", "1,x"], "--num-devices 1,x"),
         (["--hardware", "t4,nosuchgpu", "--batch-size", "8"], "unknown hardware 'nosuchgpu'"),
     ],
 )
