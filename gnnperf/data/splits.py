@@ -184,13 +184,15 @@ def holdout_column(
     """Rows whose ``column`` is in ``values`` are the test part (``fold``/``num_folds`` unused)."""
     if column not in samples.columns:
         raise GnnperfError(f"holdout_column: no column {column!r}{suggest(column, list(samples.columns))}")
-    present = set(samples[column].astype(str))
-    missing = [v for v in values or [] if v not in present]
+    # compared as text: a Hydra list gives numbers (values: [4]) for a number column (num_devices), or text
+    as_text = samples[column].astype(str)
+    present, wanted = set(as_text), [str(v) for v in values or []]
+    missing = [v for v in wanted if v not in present]
     if not values or missing:
         raise GnnperfError(
             f"holdout_column: values {missing or values} not in column {column!r} (it has {sorted(present)[:10]})"
         )
-    test = _rows(samples, column, np.asarray(values))
+    test = np.flatnonzero(as_text.isin(wanted).to_numpy())
     rest = np.setdiff1d(np.arange(len(samples)), test)
     train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
     return {"train": train, "val": val, "test": test}

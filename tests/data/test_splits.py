@@ -113,6 +113,13 @@ def test_holdout_column_tests_the_named_values() -> None:
         make_split("holdout_column", df, column="famly", values=["vgg"])
     with pytest.raises(GnnperfError, match="not in column 'family'"):
         make_split("holdout_column", df, column="family", values=["gpt"])
+    # a number column, with the numbers a Hydra list gives (values: [2]) or as text
+    for values in ([2], ["2"]):
+        split = make_split("holdout_column", df, seed=0, column="batch_size", values=values)
+        assert (
+            groups(df, split, "batch_size")["test"] == {2}
+            and 2 not in groups(df, split, "batch_size")["train"]
+        )
 
 
 def test_test_query_scores_some_held_out_rows_and_trains_on_none_of_the_others() -> None:
