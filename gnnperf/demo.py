@@ -30,9 +30,10 @@ def main() -> int:
     # the CPUs it trained on: in no hardware table, their specs are in the checkpoint
     cpus = [p.stem for p in sorted(Path("datasets/cpu/hardware").glob("*.json"))]
     unseen = "timm:resnet18"  # a real architecture the zoo never produced
-    single = ["predict", unseen, "--input-shape", "3,64,64", "--hardware", cpus[0], "--batch-size", "16"]
+    base = ["predict", unseen, "--input-shape", "3,64,64"]
+    single = [*base, "--hardware", cpus[0], "--batch-size", "16"]
     # the same model on every CPU at three batch sizes: one comparison table
-    compared = [*single[:5], ",".join(cpus), "--batch-size", "8,16,32"]
+    compared = [*base, "--hardware", ",".join(cpus), "--batch-size", "8,16,32"]
     for argv in (single, compared):
         print(f"\n$ gnnperf {' '.join(argv)} --checkpoint {ckpt}")
         rc = cli_main([*argv, "--checkpoint", ckpt])
