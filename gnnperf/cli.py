@@ -10,9 +10,8 @@ import argparse
 import importlib
 import logging
 import sys
-import warnings
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, quiet_library_warnings
 
 # name -> (module with add_arguments/run, help line)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -45,9 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.WARNING, format="%(levelname)s %(name)s: %(message)s"
     )
-    if not args.verbose:  # library deprecation chatter (torch.jit, timm) is not for CLI users
-        warnings.filterwarnings("ignore", category=FutureWarning)
-        warnings.filterwarnings("ignore", category=DeprecationWarning)
+    if not args.verbose:
+        quiet_library_warnings()
     try:
         return int(args._run(args) or 0)
     except GnnperfError as e:

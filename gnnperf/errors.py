@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import difflib
 import sys
+import warnings
 from collections.abc import Callable, Iterable
+from typing import Any
 
 
 class GnnperfError(Exception):
@@ -22,6 +24,16 @@ def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:
     return f" (did you mean: {', '.join(close)}?)" if close else ""
 
 
+def number(value: Any, what: str, kind: type = int) -> Any:
+    """``kind(value)`` (``int`` or ``float``), or a :class:`GnnperfError` naming ``what``: for config values a user
+    can mistype on the command line (``split.fold=abc``)."""
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        noun = "an integer" if kind is int else "a number"
+        raise GnnperfError(f"{what}: expected {noun}, got {value!r}") from None
+
+
 def run_script(main: Callable[[], object]) -> None:
     """Run a script's ``main`` the way the entry points do: a :class:`GnnperfError` is one line and exit code 2."""
     try:
@@ -29,3 +41,14 @@ def run_script(main: Callable[[], object]) -> None:
     except GnnperfError as e:
         print(f"error: {e}", file=sys.stderr)
         sys.exit(2)
+
+
+def quiet_library_warnings() -> None:
+    """Hide the libraries' deprecation chatter (torch.jit, Lightning, timm) from an entry point's output.
+
+    Left alone when the user asked for warnings (``python -W ...`` or ``PYTHONWARNINGS``).
+    """
+    if sys.warnoptions:
+        return
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, quiet_library_warnings
 
 # The repository's conf/ (absolute: Hydra reads a relative path as a Python module under console scripts).
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
@@ -18,8 +18,9 @@ def user_errors(prog: str) -> Iterator[None]:
     """End a :class:`GnnperfError` in one line ``prog: error: ...`` and exit code 2; anything else still raises.
 
     Hydra's ``instantiate`` wraps what a target raises in an ``InstantiationException`` (a bad backbone name, a bad
-    model size), so the chain of causes is searched too.
+    model size), so the chain of causes is searched too. The libraries' deprecation warnings are hidden.
     """
+    quiet_library_warnings()
     try:
         yield
     except Exception as e:

@@ -10,7 +10,7 @@ import hydra
 from omegaconf import DictConfig
 
 from gnnperf.apps import CONF_DIR, user_errors
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, number
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -24,7 +24,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.predictor.checkpoint import load_fallback
     from gnnperf.predictor.module import PerfModule
 
-    pl.seed_everything(int(cfg.seed))
+    pl.seed_everything(number(cfg.seed, "seed"))
     module = PerfModule.load(cfg.checkpoint)
     fallback = load_fallback(module.extras)  # the blend it was trained with, if any
     dm = instantiate(cfg.data)

@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from gnnperf.apps import CONF_DIR, user_errors
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, number
 
 log = logging.getLogger("gnnperf.generate")
 
@@ -51,8 +51,8 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
         settings,
         hardware,
         software_tag(),
-        timeout_s=float(cfg.measure.timeout_s),
-        shard_every=int(cfg.shard_every),
+        timeout_s=number(cfg.measure.timeout_s, "measure.timeout_s", float),
+        shard_every=number(cfg.shard_every, "shard_every"),
         limit=cfg.limit,
         graph_cache=GraphCache(cfg.graph_cache) if cfg.build_graphs else None,
         progress=sys.stderr.isatty(),

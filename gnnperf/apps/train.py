@@ -12,7 +12,7 @@ import hydra
 from omegaconf import DictConfig, OmegaConf
 
 from gnnperf.apps import CONF_DIR, user_errors
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, number
 
 log = logging.getLogger("gnnperf.train")
 
@@ -34,8 +34,10 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     if cfg.get("unseen_op_fallback"):
         check_fallback_name(str(cfg.unseen_op_fallback))  # a bad name fails now, not after training
-    pl.seed_everything(int(cfg.seed), workers=True)
-    torch.set_num_threads(int(cfg.get("threads", 1) or 1))
+    pl.seed_everything(number(cfg.seed, "seed"), workers=True)
+    torch.set_num_threads(number(cfg.get("threads", 1) or 1, "threads"))
+    if not 0 < number(cfg.interval, "interval", float) < 1:
+        raise GnnperfError(f"interval: expected a coverage between 0 and 1, got {cfg.interval}")
     dm = instantiate(cfg.data)
     dm.setup()
     for part in ("train", "val", "test"):

@@ -13,6 +13,7 @@ from torch_geometric.loader import DataLoader
 from gnnperf.data.dataset import PerfDataset
 from gnnperf.data.splits import PARTS, load_split, make_split, save_split
 from gnnperf.data.stats import feature_stats
+from gnnperf.errors import number
 
 
 class PerfDataModule(pl.LightningDataModule):
@@ -55,9 +56,10 @@ class PerfDataModule(pl.LightningDataModule):
         self.stores = [str(s) for s in ([stores] if isinstance(stores, (str, Path)) else stores)]
         self.root = str(root)
         self.split_name = split
-        self.seed, self.fold, self.num_folds = int(seed), int(fold), int(num_folds)
-        self.batch_size = int(batch_size)
-        self.num_workers = int(num_workers)
+        self.seed, self.fold = number(seed, "seed"), number(fold, "fold")
+        self.num_folds = number(num_folds, "num_folds")
+        self.batch_size = number(batch_size, "batch_size")
+        self.num_workers = number(num_workers, "num_workers")
         self.split_file = Path(split_file) if split_file else None
         self.split_kwargs = dict(split_kwargs or {})
         self.graph_cache = graph_cache

@@ -114,3 +114,25 @@ def test_a_user_error_hydra_wrapped_is_one_line_and_exit_2(capsys):
     assert capsys.readouterr().err == "gnnperf-train: error: unknown backbone 'bogus'\n"
     with pytest.raises(ValueError), user_errors("gnnperf-train"):  # a bug still raises
         raise ValueError("a bug")
+
+
+@pytest.mark.parametrize(
+    ("override", "message"),
+    [
+        ("split.fold=abc", "fold: expected an integer, got 'abc'"),
+        ("seed=x", "seed: expected an integer, got 'x'"),
+        ("data.batch_size=big", "batch_size: expected an integer, got 'big'"),
+        ("interval=1.5", "interval: expected a coverage between 0 and 1, got 1.5"),
+    ],
+)
+def test_a_mistyped_number_on_the_command_line_is_one_line_before_any_work(override, message, capsys):
+    from gnnperf.apps import user_errors
+    from gnnperf.apps.train import train
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="test"):
+        cfg = compose(config_name="train", overrides=[override, "data.root=/nonexistent/never-created"])
+    with pytest.raises(SystemExit) as ended, user_errors("gnnperf-train"):
+        train(cfg)
+    assert ended.value.code == 2
+    assert capsys.readouterr().err == f"gnnperf-train: error: {message}\n"
+    assert not Path("/nonexistent/never-created").exists()
