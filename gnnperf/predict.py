@@ -347,6 +347,7 @@ class Predictor:
                 workload.precision != "fp32" and precision_peak_tflops(spec, workload.precision) is None
             ),
             "unseen_on_device_kind": cov.unseen_on_kind(trained_on, row, spec.kind),
+            "unseen_on_device": cov.unseen_on_device(trained_on, row, spec.kind),
             "unseen_combination": cov.unseen_combinations(trained_on, row, spec.kind),
         }
 

@@ -12,7 +12,9 @@ checks every query against it, so that a prediction names what it extrapolates i
   (:func:`hardware_outside_range`): e.g. a B200 from a predictor trained up to the H200;
 - a workload value seen in training only on the other kind of device (:func:`unseen_on_kind`): each categorical
   feature is learned across kinds, so a value seen only on GPUs (channels_last, amp_fp16) is extrapolated on a CPU;
-- values each seen on the query's kind of device but never together (:func:`unseen_combinations`).
+- values each seen on the query's kind of device but never together (:func:`unseen_combinations`);
+- on a training device, a workload value seen on its kind but never on that device (:func:`unseen_on_device`):
+  the shipped predictor's RTX 4090 rows are all inference, so its training steps take their level from other GPUs.
 
 Checkpoints saved before an entry was recorded give empty lists.
 """
@@ -38,7 +40,8 @@ def workload_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str,
     """``{device kind: {field: sorted values}}`` of the categorical workload fields over a samples frame.
 
     Args:
-        kind_of: device name -> its kind (``gpu``/``cpu``), for every device of ``samples``.
+        kind_of: device name -> its kind (``gpu``/``cpu``), for every device of ``samples``; name -> name gives
+            the values per device.
     """
     kinds = samples["hardware"].map(kind_of)
     return {
@@ -71,6 +74,7 @@ def coverage(samples, kind_of: Mapping[str, str]) -> dict[str, Any]:
         "workload_range": workload_range(samples),
         "workload_by_kind": workload_by_kind(samples, kind_of),
         "workload_combinations_by_kind": workload_combinations_by_kind(samples, kind_of),
+        "workload_by_device": workload_by_kind(samples, {d: d for d in samples["hardware"].unique()}),
     }
 
 
@@ -124,6 +128,24 @@ def unseen_on_kind(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: 
         elsewhere = {v for k, fields in seen.items() if k != kind for v in fields.get(name, [])}
         if value not in here and value in elsewhere:
             out.append(f"{name}={value} (a {kind} in training had only: {', '.join(here) or 'none'})")
+    return out
+
+
+def unseen_on_device(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: str) -> list[str]:
+    """``field=value`` for each workload value seen on ``kind`` in training but never on the row's own device.
+
+    Only for a device with training rows; a value never seen on ``kind`` is left to :func:`unseen_on_kind`.
+    """
+    device = str(row["hardware"])
+    here = trained_on.get("workload_by_device", {}).get(device)
+    if not here:
+        return []
+    on_kind = trained_on.get("workload_by_kind", {}).get(kind, {})
+    out = []
+    for name in BY_KIND:
+        value = str(row[name])
+        if value in on_kind.get(name, []) and value not in here.get(name, []):
+            out.append(f"{name}={value} ({device} had only: {', '.join(here.get(name, [])) or 'none'})")
     return out
 
 

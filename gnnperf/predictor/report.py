@@ -77,6 +77,9 @@ def print_row(row: dict) -> None:
     if row["unseen_on_device_kind"]:
         unseen = ", ".join(row["unseen_on_device_kind"])
         print(f"  never seen on this kind of device in training, extrapolated: {unseen}")
+    if row["unseen_on_device"]:
+        unseen = ", ".join(row["unseen_on_device"])
+        print(f"  never measured on {row['hardware']} in training (its level from other devices): {unseen}")
     if row["unseen_combination"]:
         together = ", ".join(row["unseen_combination"])
         print(f"  never together on this kind of device in training, extrapolated: {together}")
@@ -118,6 +121,7 @@ NOTES = {
         "unseen on kind",
         "a workload value never seen on this kind of device in training",
     ),
+    "unseen_on_device": ("unseen on device", "a workload value never measured on this (training) device"),
     "unseen_combination": ("unseen together", "workload values never seen together on this kind of device"),
     "priced_at_fp32_peak": (
         "fp32 rate",

@@ -27,3 +27,31 @@ def test_only_training_devices_of_the_same_kind_set_the_range() -> None:
     assert hardware_outside_range([gpu, spec_to_dict(cpu)], replace(cpu, peak_fp32_tflops=2.0)) == [
         "peak_fp32_tflops=2 (trained 1..1)"
     ]
+
+
+def test_a_value_never_measured_on_a_training_device_is_named_with_what_it_had() -> None:
+    import pandas as pd
+
+    from gnnperf.predictor.coverage import coverage, unseen_on_device
+
+    rows = pd.DataFrame(
+        [  # the shipped predictor's RTX 4090: inference rows only; the RTX 3090 had training steps too
+            ("rtx-4090", "infer", "amp_fp16", "fwd", "contiguous"),
+            ("rtx-3090", "infer", "amp_fp16", "fwd", "contiguous"),
+            ("rtx-3090", "train", "amp_fp16", "fwd+bwd+opt", "channels_last"),
+            ("t4", "train", "fp32", "fwd+bwd", "contiguous"),
+        ],
+        columns=["hardware", "mode", "precision", "timed", "memory_format"],
+    )
+    trained_on = coverage(rows.assign(batch_size=8, num_devices=1), {d: "gpu" for d in rows["hardware"]})
+    query = {"mode": "train", "precision": "amp_fp16", "timed": "fwd+bwd+opt", "memory_format": "contiguous"}
+    assert unseen_on_device(trained_on, {**query, "hardware": "rtx-4090"}, "gpu") == [
+        "mode=train (rtx-4090 had only: infer)",
+        "timed=fwd+bwd+opt (rtx-4090 had only: fwd)",
+    ]
+    assert unseen_on_device(trained_on, {**query, "hardware": "rtx-3090"}, "gpu") == []
+    # fp16 was never seen on any GPU: unseen_on_kind's or the network's to report, not this check's
+    assert unseen_on_device(trained_on, {**query, "precision": "fp16", "hardware": "rtx-3090"}, "gpu") == []
+    # a device without training rows (predicted from its specs), or an older checkpoint: nothing to say
+    assert unseen_on_device(trained_on, {**query, "hardware": "h100-sxm"}, "gpu") == []
+    assert unseen_on_device({}, {**query, "hardware": "rtx-4090"}, "gpu") == []
