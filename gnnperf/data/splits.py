@@ -198,6 +198,37 @@ def holdout_column(
     return {"train": train, "val": val, "test": test}
 
 
+@register_split("holdout_group")
+def holdout_group(
+    samples: pd.DataFrame,
+    seed: int,
+    fold: int,
+    num_folds: int,
+    columns: list[str] | None = None,
+    val_frac: float = 0.1,
+) -> dict[str, np.ndarray]:
+    """Fold ``f`` tests the ``f``-th of the sorted distinct value combinations of ``columns`` (``num_folds`` unused).
+
+    ``columns: [hardware, precision]`` tests one precision on one device, which trains on its other precisions and
+    the other devices' rows of this one; ``[hardware]`` is :func:`holdout_hardware`.
+    """
+    columns = list(columns or ["hardware"])
+    missing = [c for c in columns if c not in samples.columns]
+    if missing:
+        raise GnnperfError(
+            f"holdout_group: no column {missing[0]!r}{suggest(missing[0], list(samples.columns))}"
+        )
+    keys = pd.Series(list(map(tuple, samples[columns].astype(str).to_numpy())), index=samples.index)
+    groups = sorted(set(keys))
+    if fold >= len(groups):
+        listed = ", ".join("/".join(g) for g in groups[:12])
+        raise GnnperfError(f"holdout_group fold {fold}: only {len(groups)} group(s) of {columns} ({listed})")
+    test = np.flatnonzero((keys == groups[fold]).to_numpy())
+    rest = np.setdiff1d(np.arange(len(samples)), test)
+    train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+    return {"train": train, "val": val, "test": test}
+
+
 @register_split("holdout_hardware")
 def holdout_hardware(
     samples: pd.DataFrame, seed: int, fold: int, num_folds: int, val_frac: float = 0.1

@@ -104,6 +104,22 @@ def test_holdout_hardware_leaves_one_device_out() -> None:
         make_split("holdout_hardware", df, fold=3)
 
 
+def test_holdout_group_tests_one_combination_and_trains_on_its_parts_elsewhere() -> None:
+    df = table()
+    pairs = sorted({(d, str(b)) for d in DEVICES for b in (2, 8)})
+    for fold, (device, batch) in enumerate(pairs):
+        split = make_split("holdout_group", df, seed=0, fold=fold, columns=["hardware", "batch_size"])
+        test = df.iloc[split["test"]]
+        assert set(test["hardware"]) == {device} and set(test["batch_size"].astype(str)) == {batch}
+        trained = df.iloc[split["train"]]
+        assert (trained["hardware"] == device).any() and (trained["batch_size"].astype(str) == batch).any()
+        assert not ((trained["hardware"] == device) & (trained["batch_size"].astype(str) == batch)).any()
+    with pytest.raises(GnnperfError, match=r"only 6 group\(s\) of \['hardware', 'batch_size'\]"):
+        make_split("holdout_group", df, fold=6, columns=["hardware", "batch_size"])
+    with pytest.raises(GnnperfError, match="no column 'hardwre'"):
+        make_split("holdout_group", df, columns=["hardwre"])
+
+
 def test_holdout_column_tests_the_named_values() -> None:
     df = table()
     split = make_split("holdout_column", df, seed=0, **KWARGS["holdout_column"])
