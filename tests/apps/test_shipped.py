@@ -144,6 +144,22 @@ def test_a_workload_it_never_learned_is_named():
     assert "mode=infer + memory_format=channels_last" in infer["unseen_combination"]
 
 
+def test_a_workload_never_measured_on_a_training_device_is_named():
+    predictor = Predictor.from_checkpoint(None)
+    step = Query(
+        "timm:resnet50", "rtx-4090", 64, precision="amp_fp16"
+    )  # its RTX 4090 rows are inference only
+    rtx4090, rtx3090, fp32 = predictor.predict(
+        [step, replace(step, hardware="rtx-3090"), replace(step, hardware="rtx-3090", precision="fp32")]
+    )
+    assert rtx4090["hardware_seen_in_training"] and rtx4090["unseen_on_device"] == [
+        "mode=train (rtx-4090 had only: infer)",
+        "timed=fwd+bwd+opt (rtx-4090 had only: fwd)",
+    ]
+    assert rtx3090["unseen_on_device"] == []  # timm's training table
+    assert fp32["unseen_on_device"] == ["precision=fp32 (rtx-3090 had only: amp_fp16)"]
+
+
 def test_a_precision_the_device_has_no_rate_for_is_named(capsys):
     from gnnperf.cli import main
 
