@@ -77,7 +77,8 @@ def print_row(row: dict) -> None:
     if row["unseen_on_device_kind"]:
         unseen = ", ".join(row["unseen_on_device_kind"])
         print(f"  never seen on this kind of device in training, extrapolated: {unseen}")
-    if row["unseen_on_device"]:
+    # calibrated: the level comes from the measurement on the device
+    if row["unseen_on_device"] and "calibration_factor" not in row:
         unseen = ", ".join(row["unseen_on_device"])
         print(f"  never measured on {row['hardware']} in training (its level from other devices): {unseen}")
     if row["unseen_combination"]:
