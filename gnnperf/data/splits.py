@@ -210,7 +210,7 @@ def holdout_group(
     """Fold ``f`` tests the ``f``-th of the sorted distinct value combinations of ``columns`` (``num_folds`` unused).
 
     ``columns: [hardware, precision]`` tests one precision on one device, which trains on its other precisions and
-    the other devices' rows of this one; ``[hardware]`` is :func:`holdout_hardware`.
+    the other devices' rows of this one; :func:`holdout_hardware` is ``[hardware]``.
     """
     columns = list(columns or ["hardware"])
     missing = [c for c in columns if c not in samples.columns]
@@ -239,10 +239,7 @@ def holdout_hardware(
         raise GnnperfError(
             f"holdout_hardware fold {fold}: only {len(devices)} device(s) ({', '.join(devices)})"
         )
-    test = _rows(samples, "hardware", devices[fold : fold + 1])
-    rest = np.setdiff1d(np.arange(len(samples)), test)
-    train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
-    return {"train": train, "val": val, "test": test}
+    return holdout_group(samples, seed, fold, num_folds, columns=["hardware"], val_frac=val_frac)
 
 
 def make_split(
