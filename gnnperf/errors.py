@@ -8,6 +8,7 @@ and keeps its traceback.
 from __future__ import annotations
 
 import difflib
+import logging
 import sys
 import warnings
 from collections.abc import Callable, Iterable
@@ -46,9 +47,15 @@ def run_script(main: Callable[[], object]) -> None:
 def quiet_library_warnings() -> None:
     """Hide the libraries' deprecation chatter (torch.jit, Lightning, timm) from an entry point's output.
 
-    Left alone when the user asked for warnings (``python -W ...`` or ``PYTHONWARNINGS``).
+    Lightning's advertisement for its cloud logger (an INFO line on every fit) is dropped always; the warnings are
+    left alone when the user asked for them (``python -W ...`` or ``PYTHONWARNINGS``).
     """
+    logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(_no_lightning_tip)
     if sys.warnoptions:
         return
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+def _no_lightning_tip(record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("\N{ELECTRIC LIGHT BULB} Tip:")

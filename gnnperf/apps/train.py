@@ -45,7 +45,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             raise GnnperfError(f"the {part} part of split '{cfg.split.name}' is empty")
     # again: processing the dataset (exporting models with random weights) draws from the global generators, so
     # without this a run that processes trains another network than one that loads the processed data
-    pl.seed_everything(int(cfg.seed), workers=True)
+    pl.seed_everything(int(cfg.seed), workers=True, verbose=False)
     model = instantiate(cfg.model, stats=dm.stats, devices=list(dm.dataset.devices))
     train_data = baseline_data(dm, "train")
     if hasattr(model.model.readout, "fit_rates"):  # readout=opcost starts from the baseline fitted here

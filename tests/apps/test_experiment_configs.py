@@ -136,3 +136,18 @@ def test_a_mistyped_number_on_the_command_line_is_one_line_before_any_work(overr
     assert ended.value.code == 2
     assert capsys.readouterr().err == f"gnnperf-train: error: {message}\n"
     assert not Path("/nonexistent/never-created").exists()
+
+
+def test_entry_points_drop_lightnings_logger_advertisement_and_keep_its_other_lines(caplog):
+    import logging
+
+    from gnnperf.errors import quiet_library_warnings
+
+    quiet_library_warnings()
+    rank_zero = logging.getLogger("pytorch_lightning.utilities.rank_zero")
+    with caplog.at_level(logging.INFO, logger=rank_zero.name):
+        rank_zero.info(
+            "💡 Tip: For seamless cloud logging and experiment tracking, try installing [litlogger]"
+        )
+        rank_zero.info("GPU available: False, used: False")
+    assert [r.getMessage() for r in caplog.records] == ["GPU available: False, used: False"]
