@@ -9,7 +9,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from gnnperf.apps import CONF_DIR, user_errors
+from gnnperf.apps import CONF_DIR, check_command_line, user_errors
 from gnnperf.errors import GnnperfError, number
 
 
@@ -47,9 +47,15 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="eval")
-def main(cfg: DictConfig) -> None:
+def run(cfg: DictConfig) -> None:
     with user_errors("gnnperf-eval"):
         evaluate(cfg)
+
+
+def main() -> None:
+    """The ``gnnperf-eval`` command: the command line is checked (one line, exit 2, on a mistake), then Hydra runs it."""
+    check_command_line("gnnperf-eval", "eval")
+    run()
 
 
 if __name__ == "__main__":

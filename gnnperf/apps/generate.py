@@ -11,7 +11,7 @@ import hydra
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from gnnperf.apps import CONF_DIR, user_errors
+from gnnperf.apps import CONF_DIR, check_command_line, user_errors
 from gnnperf.errors import GnnperfError, number
 
 log = logging.getLogger("gnnperf.generate")
@@ -78,13 +78,19 @@ def save_hardware_record(root: Path, spec) -> Path:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="generate")
-def main(cfg: DictConfig) -> None:
+def run(cfg: DictConfig) -> None:
     try:
         with user_errors("gnnperf-generate"):
             generate(cfg)
     except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: run_plan has flushed what it measured
         print(f"gnnperf-generate: interrupted; samples measured so far are in {cfg.out_dir}", file=sys.stderr)
         sys.exit(130)
+
+
+def main() -> None:
+    """The ``gnnperf-generate`` command: the command line is checked (one line, exit 2, on a mistake), then Hydra runs it."""
+    check_command_line("gnnperf-generate", "generate")
+    run()
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gnnperf.apps import CONF_DIR, user_errors
+from gnnperf.apps import CONF_DIR, check_command_line, user_errors
 from gnnperf.errors import GnnperfError, number
 
 log = logging.getLogger("gnnperf.train")
@@ -136,10 +136,16 @@ def _peak_rss_bytes() -> int:
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
-def main(cfg: DictConfig) -> float | None:
+def run(cfg: DictConfig) -> float | None:
     with user_errors("gnnperf-train"):
         metrics = train(cfg)
     return metrics.get(cfg.optimized_metric)
+
+
+def main() -> None:
+    """The ``gnnperf-train`` command: the command line is checked (one line, exit 2, on a mistake), then Hydra runs it."""
+    check_command_line("gnnperf-train", "train")
+    run()
 
 
 if __name__ == "__main__":

@@ -151,3 +151,50 @@ def test_entry_points_drop_lightnings_logger_advertisement_and_keep_its_other_li
         )
         rank_zero.info("GPU available: False, used: False")
     assert [r.getMessage() for r in caplog.records] == ["GPU available: False, used: False"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["model=foo"],
+            "In 'train': Could not find 'model/foo'; Available options in 'model': gatv2, gine, gps, transformer",
+        ),
+        (
+            ["foo.bar=1"],
+            "Could not override 'foo.bar'; To append to your config use +foo.bar=1; Key 'foo' is not in struct",
+        ),
+        (
+            ["logger=null"],
+            "Config group override must be a string or a list. Got NoneType",
+        ),  # a traceback from Hydra
+        (["split.fold=0,1"], "Ambiguous value for argument 'split.fold=0,1'"),
+        (
+            ["-m", "split.fold=0,1", "model=gine,foo"],
+            "Could not find 'model/foo'",
+        ),  # a later value of a sweep
+    ],
+)
+def test_a_bad_hydra_command_line_is_one_line_and_exit_2_before_hydra_runs(argv, message, capsys):
+    from gnnperf.apps import check_command_line
+
+    with pytest.raises(SystemExit) as ended:
+        check_command_line("gnnperf-train", "train", argv)
+    assert ended.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("gnnperf-train: error: ") and message in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["experiment=torchvision_lodo", "model.readout=opcost", "hydra.run.dir=/tmp/x"],
+        ["-m", "experiment=torchvision_lodo", "split.fold=0,1,2,3", "seed=range(0,3)", "model=glob(g*)"],
+        ["--help"],
+    ],
+)
+def test_a_good_hydra_command_line_passes_the_check(argv, capsys):
+    from gnnperf.apps import check_command_line
+
+    check_command_line("gnnperf-train", "train", argv)
+    assert capsys.readouterr().err == ""

@@ -104,7 +104,8 @@ def _cli(*args: str, **kw) -> subprocess.Popen:
 def test_invalid_config_key_exits_nonzero(tmp_path):
     proc = _cli("zoo.nokey=3", f"out_dir={tmp_path}")
     _, err = proc.communicate(timeout=120)
-    assert proc.returncode != 0 and "nokey" in err and "Traceback" not in err
+    assert proc.returncode == 2 and err.startswith("gnnperf-generate: error:") and "nokey" in err, err
+    assert len(err.strip().splitlines()) == 1 and not any(tmp_path.iterdir())
 
 
 def test_sigkill_mid_run_then_rerun_keeps_each_sample_once(tmp_path):
