@@ -48,9 +48,7 @@ def check_command_line(prog: str, config_name: str, argv: Sequence[str] | None =
     flags (``--help``, ``--info``...) are left to it. A composition takes a fraction of a second.
     """
     from hydra import compose, initialize_config_dir
-    from hydra._internal.utils import (
-        get_args_parser,
-    )  # Hydra's own command-line grammar; it has no public one
+    from hydra._internal.utils import get_args_parser  # Hydra's own command-line grammar; no public one
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
@@ -79,7 +77,9 @@ def _values(override: Override) -> list[str]:
     none where they cannot be listed without Hydra's config loader (glob sweeps) or are no list (intervals)."""
     if not override.is_sweep_override():
         return [override.input_line]
-    if not override.is_discrete_sweep() or "glob" in str(override.value_type).lower():
+    from hydra.core.override_parser.types import ValueType
+
+    if not override.is_discrete_sweep() or override.value_type == ValueType.GLOB_CHOICE_SWEEP:
         return []
     return [f"{override.get_key_element()}={v}" for v in override.sweep_string_iterator()]
 
