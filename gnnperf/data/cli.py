@@ -3,7 +3,9 @@
 ``gnnperf data import SOURCE PATH [--out STORE] [--limit N] [--json]``: read a public benchmark table with a
 source adapter (:mod:`gnnperf.data.sources`) and print the import report; with ``--out`` the samples (and
 the hardware records they need) go into a sample store. Rerunning adds nothing: rows whose ``sample_id`` is
-already stored are not written again.
+already stored are not written again. Rows and files with problems are listed and the rest imported (exit 0);
+a path with no tables of the source, or tables none of whose rows could be imported, is an error (exit 2, and
+no store is created).
 
 ``gnnperf data graphs STORE... --cache DIR [--query Q] [--workers N] [--limit-s S] [--json]``: build the
 graphs the stores' samples need into a graph cache, in parallel (see :mod:`gnnperf.data.prebuild`); exit 1 when
@@ -22,7 +24,11 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from gnnperf.errors import GnnperfError
 
 if TYPE_CHECKING:
     from rich.table import Table
@@ -63,10 +69,14 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
     from gnnperf.data.sources import get_source
 
     adapter = get_source(source)
+    if out is not None:
+        _check_writable(out)  # before reading: a whole timm import takes minutes
     rows, report = adapter.read(path, limit=limit)
+    if report.files == 0:
+        raise GnnperfError(f"no {source} tables found under {path}")
     result: dict[str, Any] = report.to_dict()
     result.update(written=0, already_stored=0, hardware_records=[])
-    if out is None:
+    if out is None or not rows:
         return result
     from gnnperf.apps.generate import save_hardware_record
     from gnnperf.data.store import SampleStore
@@ -77,11 +87,26 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
     if new:
         store.write_shard(new)
     used = {r["hardware"] for r in rows}
-    records = [save_hardware_record(store.root, spec) for spec in adapter.hardware() if spec.name in used]
+    try:
+        records = [save_hardware_record(store.root, spec) for spec in adapter.hardware() if spec.name in used]
+    except OSError as e:
+        raise GnnperfError(
+            f"{len(new)} new samples stored in {out}, but a hardware record could not be written: {e}"
+        ) from None
     result.update(
         written=len(new), already_stored=len(rows) - len(new), hardware_records=[str(p) for p in records]
     )
     return result
+
+
+def _check_writable(out: str) -> None:
+    """Raise a user error if a sample store cannot be created or written at ``out``; creates nothing."""
+    p = Path(out).absolute()
+    existing = next(q for q in (p, *p.parents) if q.exists())
+    if not existing.is_dir():
+        raise GnnperfError(f"sample store {out}: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise GnnperfError(f"sample store {out} is not writable ({existing})")
 
 
 def _print_import(result: dict[str, Any]) -> None:
@@ -175,6 +200,10 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(result, indent=1))
         else:
             _print_import(result)
+        if result["samples"] == 0:
+            raise GnnperfError(
+                f"nothing imported from {args.path}: no row of its tables could be used (listed)"
+            )
         return 0
     s = summary(args.store)
     if args.json:

@@ -101,6 +101,7 @@ _ALLOWED = {
     "memory_format": SCHEMA_MEMORY_FORMATS,
     "status": STATUSES,
 }
+INT64_MAX = 2**63 - 1
 _FLOAT_FIELDS = ("iteration_time_ms", "time_p10_ms", "time_p90_ms", "time_cv", "peak_memory_mb")
 _SHAPE_RE = re.compile(r"[1-9]\d*(,[1-9]\d*)*")
 
@@ -164,8 +165,8 @@ def make_sample(**fields: Any) -> dict[str, Any]:
         if row[name] not in allowed:
             raise GnnperfError(f"bad sample {name} '{row[name]}': expected one of {', '.join(allowed)}")
     for name in ("batch_size", "num_devices"):
-        if row[name] < 1:
-            raise GnnperfError(f"bad sample {name} {row[name]}: expected a positive integer")
+        if not 1 <= row[name] <= INT64_MAX:  # stored as int64: a larger one would fail the whole shard
+            raise GnnperfError(f"bad sample {name} {row[name]}: expected a positive integer below 2**63")
     for name in _FLOAT_FIELDS:
         value = row[name]
         if value is not None:

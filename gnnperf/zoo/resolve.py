@@ -199,7 +199,8 @@ def _hf(path: str) -> ModelSpec:
     try:
         config = make_config(None)
     except (ValueError, KeyError) as e:
-        raise GnnperfError(f"hf config {path}: {e}") from None
+        # transformers lists every model type it knows after an unknown one: keep the first sentence
+        raise GnnperfError(f"hf config {path}: {str(e).split('. Should contain one of')[0]}") from None
     arch = (cfg.get("architectures") or [None])[0]
     cls = getattr(transformers, arch, None) if arch else None
 

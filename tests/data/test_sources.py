@@ -314,6 +314,54 @@ def test_malformed_timm_csvs_are_reported_and_the_rest_imported(tmp_path: Path) 
     assert report.files == 3 and report.files_skipped == 2
 
 
+def test_timm_csv_lines_are_rows_whatever_one_of_them_holds(tmp_path: Path, monkeypatch, capsys) -> None:
+    from gnnperf.cli import main
+
+    monkeypatch.setattr(timm_csv, "CHECK_PARAMS", False)
+    lines = (TIMM / "head" / TIMM_TRAIN).read_text().splitlines()
+    bad = {
+        2: '"' + lines[2],  # a stray quote: only this line is lost, not every line after it
+        4: lines[4].replace(",512,", ",9223372036854775808,"),  # a batch the store's int64 cannot hold
+        6: "x" * 200_000 + ",1,1,1,1,1",  # a cell over the csv module's field limit
+    }
+    table = tmp_path / "head" / TIMM_TRAIN
+    table.parent.mkdir()
+    table.write_text("\ufeff" + "\n".join(bad.get(i, line) for i, line in enumerate(lines[:9])) + "\n")
+    store = tmp_path / "store"
+    assert main(["data", "import", "timm-benchmark", str(table.parent), "--out", str(store), "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [p.split(":")[1] for p in result["problems"]] == ["2", "4", "6"]  # the lines' own numbers
+    assert "truncated or malformed" in result["problems"][0] and "field limit" in result["problems"][2]
+    assert "train_batch_size='9223372036854775808'" in result["problems"][1]
+    assert result["written"] == 5 and len(SampleStore(store, readonly=True).read()) == 5  # the BOM is no cell
+
+
+def test_import_of_nothing_is_an_error_and_creates_no_store(tmp_path: Path, capsys) -> None:
+    from gnnperf.cli import main
+
+    (tmp_path / "empty").mkdir()
+    store = tmp_path / "store"
+    assert main(["data", "import", "timm-benchmark", str(tmp_path / "empty"), "--out", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no timm-benchmark tables found" in err[0]
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / TIMM_TRAIN).write_bytes(b"\x00\xff\xfe garbage")
+    assert main(["data", "import", "timm-benchmark", str(tmp_path / "bad"), "--out", str(store)]) == 2
+    captured = capsys.readouterr()
+    assert "cannot read" in captured.out and "nothing imported" in captured.err
+    assert not store.exists()
+    (tmp_path / "file").write_text("")
+    argv = [
+        "data",
+        "import",
+        "timm-benchmark",
+        str(TIMM / "head" / TIMM_TRAIN),
+        "--out",
+        str(tmp_path / "file"),
+    ]
+    assert main(argv) == 2 and "is not a directory" in capsys.readouterr().err
+
+
 def test_malformed_torchvision_csv_is_reported_cell_by_cell(tmp_path: Path) -> None:
     lines = (TV / "results" / A100_TRAIN).read_text().splitlines()
     header = lines[0].split(",")
@@ -356,6 +404,13 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
     )
     assert any("zero3.json: unknown option 'zero3'" in p for p in problems)
     assert any("Quantum_Q1/bert_large-inf-512-8.json: unknown device" in p for p in problems)
+    # a config transformers cannot build is reported as the other adapters report an unknown model
+    (tmp_path / "data" / "DLmodel_configs" / "odd.json").write_text('{"model_type": "no_such_type"}')
+    (device / "odd-inf-512-8.json").write_text('{"e2e_latency": 5.0}')
+    _, report = read_source("neusight", tmp_path)
+    odd = [str(p) for p in report.problems if "odd-inf" in str(p)]
+    assert len(odd) == 1 and "cannot be built" in odd[0] and "Unrecognized model identifier" in odd[0]
+    assert "Should contain one of" not in odd[0]  # not transformers' list of every model type
     # one device folder or one file works too, with the same references
     one, _ = read_source("neusight", device / "gpt2_large-train-1024-1.json")
     assert [r["sample_id"] for r in one] == [

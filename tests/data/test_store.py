@@ -69,6 +69,8 @@ def test_make_sample_fills_and_validates() -> None:
         make_sample(**ok_row(colour="red"))
     with pytest.raises(GnnperfError, match="does not match"):
         make_sample(**ok_row(sample_id="0" * 16))
+    with pytest.raises(GnnperfError, match="batch_size .* below 2\\*\\*63"):  # int64 in the store
+        make_sample(**ok_row(batch_size=2**63))
 
 
 def test_sample_from_measurement() -> None:

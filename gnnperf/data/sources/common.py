@@ -145,23 +145,39 @@ def csv_rows(
 ) -> tuple[list[str], Iterator[tuple[int, list[str]]]] | None:
     """The header and ``(row number, cells)`` of the data rows (row 1 = first line after the header).
 
-    Rows with a different number of cells than the header (a file cut mid-row, a stray comma) are reported
-    and left out. An unreadable or empty file is reported as skipped and gives ``None``.
+    Each line is one row, parsed on its own: the public tables quote nothing across lines, so a stray quote
+    spoils its own row only, not every row after it, and row numbers stay line numbers. Rows with a different
+    number of cells than the header (a file cut mid-row, a stray comma) or that do not parse are reported and
+    left out. An unreadable or empty file is reported as skipped and gives ``None``.
     """
     try:
-        text = file.read_text(encoding="utf-8")
+        # utf-8-sig: a byte-order mark would otherwise become part of the first column's name
+        lines = file.read_text(encoding="utf-8-sig").splitlines()
     except (OSError, UnicodeDecodeError) as e:
         report.skip_file(ref, f"cannot read: {e}")
         return None
-    lines = list(csv.reader(text.splitlines()))
-    if not lines or not any(c.strip() for c in lines[0]):
+
+    def parse(line: str) -> list[str]:
+        return next(csv.reader([line]), [])
+
+    try:
+        header = [c.strip() for c in parse(lines[0])] if lines else []
+    except csv.Error as e:
+        report.skip_file(ref, f"header does not parse: {e}")
+        return None
+    if not any(header):
         report.skip_file(ref, "empty file or no header")
         return None
-    header = [c.strip() for c in lines[0]]
 
     def rows() -> Iterator[tuple[int, list[str]]]:
-        for i, cells in enumerate(lines[1:], start=1):
-            if not cells or not any(c.strip() for c in cells):
+        for i, line in enumerate(lines[1:], start=1):
+            try:
+                cells = parse(line)
+            except csv.Error as e:
+                report.rows += 1
+                report.problem(ref, i, f"row does not parse: {e}")
+                continue
+            if not any(c.strip() for c in cells):
                 continue  # blank line
             report.rows += 1
             if len(cells) != len(header):
@@ -184,9 +200,9 @@ def positive_number(text: str | float) -> float | None:
 
 
 def positive_int(text: str) -> int | None:
-    """``"512"`` or ``"512.0"`` -> 512; anything else (fractions, blanks, <= 0) -> None."""
+    """``"512"`` or ``"512.0"`` -> 512; anything else (fractions, blanks, <= 0, >= 2**63) -> None."""
     x = positive_number(text)
-    return int(x) if x is not None and x == int(x) else None
+    return int(x) if x is not None and x == int(x) and x < 2**63 else None
 
 
 def spread(times_ms: list[float]) -> dict[str, Any]:

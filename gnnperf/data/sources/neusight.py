@@ -13,14 +13,15 @@ HuggingFace model from ``data/DLmodel_configs/<model>.json`` with random fp32 we
   these never share an id (or a pool) with the single-GPU HuggingFace runs. ``batch_size`` is the batch in the
   file name, whose split over the 4 GPUs NeuSight does not record.
 
-``model_ref`` is ``hf:<absolute path of the config>`` under the folder the user gave, so the reference builds
-the measured model with :func:`gnnperf.zoo.resolve.resolve`; ``family`` is the config's ``model_type``.
+``model_ref`` is ``hf:<absolute path of the config>`` under the folder the user gave (symbolic links resolved),
+so the reference builds the measured model with :func:`gnnperf.zoo.resolve.resolve`; ``family`` is the config's
+``model_type``. The path is part of the sample's identity: the same labels imported from a copy of the folder
+elsewhere are other samples (their model is another file).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -90,7 +91,7 @@ def read(path: str | Path, limit: int | None = None) -> tuple[list[dict[str, Any
     one label file)."""
     given = existing_path(path, "NeuSight")
     root = find_root(given)
-    config_dir = Path(os.path.abspath(root.joinpath(*CONFIG_DIR)))
+    config_dir = root.joinpath(*CONFIG_DIR).resolve()
     report = ImportReport(SOURCE)
     out = Collector(report, limit)
     label_dir = (root / "label").resolve()
@@ -146,6 +147,8 @@ def read(path: str | Path, limit: int | None = None) -> tuple[list[dict[str, Any
 
 def _config(path: Path) -> tuple[str, str] | str:
     """(``hf:`` reference, model type) of a model config, or the reason it cannot be used."""
+    from gnnperf.zoo.resolve import resolve  # imports torch and transformers: only when a label is read
+
     try:
         cfg = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -154,7 +157,11 @@ def _config(path: Path) -> tuple[str, str] | str:
         return f"model config {path} is unreadable: {e}"
     if not isinstance(cfg, dict) or not cfg.get("model_type"):
         return f"model config {path} has no model_type"
-    return f"hf:{path}", str(cfg["model_type"])
+    try:  # as the other adapters do: a row whose model cannot be built is reported, not imported
+        spec = resolve(f"hf:{path}")
+    except GnnperfError as e:
+        return f"model config cannot be built: {e}"
+    return spec.ref, spec.family
 
 
 def _latency(file: Path, ref: str, report: ImportReport) -> float | None:

@@ -93,8 +93,8 @@ def parse_file(file: Path) -> dict[str, Any]:
     if old:
         software += _CODE_2018 + (f"+gpu{m['card']}" if m["card"] else "")
     num_devices = 1 if old else int(m["n"])
-    if num_devices < 1:
-        raise ValueError("0 GPUs in the file name")
+    if not 1 <= num_devices < 2**63:
+        raise ValueError(f"bad GPU count {num_devices} in the file name")
     train = m["mode"] != "inference"
     return {
         "input_shape": INPUT_SHAPE,
