@@ -252,15 +252,29 @@ class Predictor:
         from torch_geometric.data import Batch
 
         from gnnperf.data.dataset import sample_data
+        from gnnperf.errors import GnnperfError
         from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.hardware.vector import hardware_vector
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
-        items, graphs = [], []
+        if not queries:
+            return []
+        if breakdown < 0:
+            raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
+        items, graphs, layout_moot = [], [], []
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
+            if spec.kind != "gpu" and q.num_devices > 1:
+                raise GnnperfError(
+                    f"{q.num_devices} devices on {spec.name}: data-parallel devices are GPUs (a {spec.kind} "
+                    "runs one process; give its threads through the hardware entry)"
+                )
             graph = build_graph(q.model, q.input_shape, cache=GraphCache())
-            workload = q.workload(graph.input_shape)
+            # the harness converts 4-D/5-D inputs and weights only: without any, channels_last times the contiguous
+            # step, so it is predicted as one (the network would read the flag as a layout change)
+            moot = q.memory_format == "channels_last" and not _has_channels_last_tensors(graph)
+            layout_moot.append(moot)
+            workload = (replace(q, memory_format="contiguous") if moot else q).workload(graph.input_shape)
             hw = torch.from_numpy(hardware_vector(spec))
             item = sample_data(graph, workload, hw, self.device_index(spec.name))
             item.hardware = spec.name  # for the fallback's baseline
@@ -277,8 +291,6 @@ class Predictor:
             specs = {spec.name: spec for _, spec, _ in graphs}
             all_ms, share = self.fallback.apply(gnn_ms, BaselineData.from_batches([batch], specs))
         if breakdown and node_ms is None:
-            from gnnperf.errors import GnnperfError
-
             raise GnnperfError(
                 f"a per-op breakdown needs a readout with per-op terms (additive, roofline*, opcost); {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
@@ -304,6 +316,8 @@ class Predictor:
                 "checkpoint": str(self.path),
             }
             row.update(self._extrapolation(row, graph, spec, workload, items[i].u[0]))
+            # as asked (the calibration key and reports follow the query), predicted as the step it times
+            row["memory_format"], row["channels_last_moot"] = queries[i].memory_format, layout_moot[i]
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
@@ -353,7 +367,14 @@ class Predictor:
 
 
 def _positive_ms(ms: Any) -> bool:
-    return isinstance(ms, (int, float)) and math.isfinite(ms) and ms > 0
+    return isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms) and ms > 0
+
+
+def _has_channels_last_tensors(graph) -> bool:
+    """Whether ``channels_last`` changes anything for ``graph``: a 4-D/5-D input, or convolution weights."""
+    return len(graph.input_shape) in (3, 4) or any(
+        n.op_type in ("Conv", "ConvTranspose") for n in graph.nodes
+    )
 
 
 def _top_ops(graph, node_ms, k: int) -> list[dict[str, Any]]:

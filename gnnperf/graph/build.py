@@ -87,6 +87,16 @@ def build_graph(
     use_shallow = bool(depth and depth > 2 and (shallow if shallow is not None else depth > SHALLOW_ABOVE))
     if spec.input_kind == "onnx":
         exported = load_onnx(spec.onnx_path)
+        try:
+            as_exported = onnx_input_shape(exported)
+        except GnnperfError:  # symbolic non-batch dims: the caller's shape is needed
+            as_exported = None
+        if input_shape and as_exported and tuple(input_shape) != as_exported:
+            # its ops' shapes were fixed at export: the costs would stay those of the exported shape
+            raise GnnperfError(
+                f"{spec.ref} was exported at input shape {','.join(map(str, as_exported))} and is priced as "
+                f"exported; export it again at {','.join(map(str, input_shape))}"
+            )
         shape = tuple(input_shape) if input_shape else onnx_input_shape(exported)
     else:
         shape = spec.input_shape(input_shape)

@@ -8,6 +8,8 @@ from dataclasses import replace
 
 from gnnperf.predictor.report import print_comparison, print_row
 
+MAX_COUNT = 2**31 - 1  # a batch size or device count beyond it is a typo (past 2**63 torch cannot hold it)
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
@@ -113,10 +115,15 @@ def run(args: argparse.Namespace) -> int:
         raise GnnperfError(f"--epochs needs --epoch-samples and must be at least 1, got {args.epochs}")
     if args.calibrate and args.measured_on:
         raise GnnperfError("--calibrate and --measured-on are two ways to anchor a prediction: give one")
+    if args.breakdown < 0:
+        raise GnnperfError(f"--breakdown must be a number of ops >= 0, got {args.breakdown}")
+    if args.seq_len is not None and args.seq_len < 1:
+        raise GnnperfError(f"--seq-len must be at least 1, got {args.seq_len}")
     hardware = _hardware_names(args.hardware, args.hardware_file)
-    if len(hardware) > 1 and args.calibrate:
+    if (len(hardware) > 1 or len(device_counts) > 1) and args.calibrate:
         raise GnnperfError(
-            "--calibrate scales the predictions for the device it was measured on: give one --hardware"
+            "--calibrate scales the predictions for the device and device count it was measured with: give one "
+            "--hardware and one --num-devices"
         )
     models = list(dict.fromkeys(args.model))
     if (len(batches) > 1 or len(models) > 1 or len(device_counts) > 1) and args.measured_on:
@@ -127,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
         raise GnnperfError(
             "--breakdown lists the ops of one prediction: give one model, --hardware, --batch-size and --num-devices"
         )
-    shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
+    shape = (args.seq_len,) if args.seq_len is not None else parse_input_shape(args.input_shape)
     predictor = Predictor.from_checkpoint(args.checkpoint)
     queries = [
         Query(
@@ -204,18 +211,20 @@ def _positive_ints(text: str, flag: str) -> list[int]:
     if not values:
         raise GnnperfError(f"{flag} {text!r}: expected an integer or several, comma-separated")
     for value in values:
-        if value < 1:
-            raise GnnperfError(f"{flag} must be at least 1, got {value}")
+        if not 1 <= value <= MAX_COUNT:
+            raise GnnperfError(f"{flag} must be between 1 and {MAX_COUNT}, got {value}")
     return list(dict.fromkeys(values))
 
 
 def _hardware_names(text: str, hardware_file: str | None) -> list[str]:
     """``--hardware`` as a list of names: one, several comma-separated, or ``all`` (every GPU of the table)."""
-    from gnnperf.hardware.table import load_table
+    from gnnperf.hardware.table import canonical_name, load_table
 
     if text.strip() == "all":
         return sorted(name for name, spec in load_table(hardware_file).items() if spec.kind == "gpu")
-    return list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip())) or [text]
+    names = [t.strip() for t in text.split(",") if t.strip()]
+    # aliases of one entry are one device; a name the table lacks stays as given (a trained-on CPU, a typo)
+    return list(dict.fromkeys(canonical_name(n, hardware_file) or n for n in names)) or [text]
 
 
 def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:

@@ -118,7 +118,9 @@ def unseen_on_kind(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: 
     """``field=value`` for each workload value seen in training on another device kind but never on ``kind``.
 
     ``row`` is the prediction's row, whose workload keys are the sample columns recorded in training. A value
-    seen on no device at all is left to ``unlearned_workload``.
+    seen on no device at all is left to ``unlearned_workload``, except a timed label with the copy: it joins two
+    features (the ``h2d`` flag and the timed region, ``h2d+fwd+bwd+opt``), each of which may have varied in training
+    while the pair never occurred, so the network's own check cannot see it.
     """
     seen = trained_on.get("workload_by_kind", {})
     out = []
@@ -126,7 +128,7 @@ def unseen_on_kind(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: 
         value = str(row[name])
         here = seen.get(kind, {}).get(name, [])
         elsewhere = {v for k, fields in seen.items() if k != kind for v in fields.get(name, [])}
-        if value not in here and value in elsewhere:
+        if value not in here and (value in elsewhere or value.startswith("h2d+")):
             out.append(f"{name}={value} (a {kind} in training had only: {', '.join(here) or 'none'})")
     return out
 

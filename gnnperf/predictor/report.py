@@ -84,6 +84,8 @@ def print_row(row: dict) -> None:
     if row["unseen_combination"]:
         together = ", ".join(row["unseen_combination"])
         print(f"  never together on this kind of device in training, extrapolated: {together}")
+    if row.get("channels_last_moot"):
+        print(f"  channels_last: {NOTES['channels_last_moot'][1]}")
     if row["priced_at_fp32_peak"]:
         print(
             f"  {row['hardware']} has no {row['precision']} rate of its own in the hardware table: priced at its FP32 "
@@ -129,6 +131,10 @@ NOTES = {
         "no rate of its own for this precision in the table: priced at FP32 peak",
     ),
     "unseen_op_types": ("unseen ops", "op types no training graph had"),
+    "channels_last_moot": (
+        "layout moot",
+        "no 4-D or 5-D input and no convolution for channels_last to change: predicted as the contiguous step",
+    ),
 }
 
 

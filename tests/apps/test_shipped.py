@@ -297,7 +297,19 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
         ),
         (["--hardware", "t4", "--batch-size", "8,16", "--measured-on", "l4", "20"], "one batch size"),
         (["--hardware", "t4", "--batch-size", "8,x"], "--batch-size 8,x"),
-        (["--hardware", "t4", "--batch-size", "8,0"], "at least 1"),
+        (["--hardware", "t4", "--batch-size", "8,0"], "between 1 and"),
+        (["--hardware", "t4", "--batch-size", str(10**21)], "between 1 and"),
+        (
+            ["--hardware", "t4", "--batch-size", "8", "--num-devices", "1,2"]
+            + ["--calibrate", "torchvision:resnet50", "8", "20"],
+            "one --num-devices",
+        ),
+        (["--hardware", "t4", "--batch-size", "8", "--breakdown", "-3"], "--breakdown must be"),
+        (["--hardware", "t4", "--batch-size", "8", "--seq-len", "0"], "--seq-len must be at least 1"),
+        (
+            ["--hardware", "cpu-i7-12700h", "--batch-size", "8", "--num-devices", "2"],
+            "data-parallel devices are GPUs",
+        ),
         (["--hardware", "t4", "--batch-size", "8", "--num-devices", "1,x"], "--num-devices 1,x"),
         (["--hardware", "t4,nosuchgpu", "--batch-size", "8"], "unknown hardware 'nosuchgpu'"),
     ],
@@ -308,3 +320,73 @@ def test_a_comparison_that_cannot_be_made_is_one_error_line(bad, says, capsys):
     assert main(["predict", "torchvision:resnet18", *bad]) == 2
     captured = capsys.readouterr()
     assert says in captured.err and len(captured.err.strip().splitlines()) == 1 and captured.out == ""
+
+
+def test_channels_last_without_4d_tensors_is_predicted_as_the_contiguous_step(capsys):
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    mlp, cnn = "zoo:mlp?depth=2&width=32&in_features=16", "torchvision:resnet18"
+    rows = predictor.predict(
+        [Query(m, "rtx-3090", 32, precision="amp_fp16", memory_format=f) for m in (mlp, cnn) for f in
+         ("contiguous", "channels_last")]
+    )  # fmt: skip
+    mlp_nchw, mlp_nhwc, cnn_nchw, cnn_nhwc = rows
+    # the harness converts 4-D/5-D inputs and weights only: an MLP's step is the same in both layouts
+    assert mlp_nhwc["iteration_time_ms"] == mlp_nchw["iteration_time_ms"] and mlp_nhwc["channels_last_moot"]
+    assert mlp_nhwc["memory_format"] == "channels_last"  # the row says what was asked
+    assert (
+        not cnn_nhwc["channels_last_moot"] and cnn_nhwc["iteration_time_ms"] != cnn_nchw["iteration_time_ms"]
+    )
+    assert (
+        main(
+            [
+                "predict",
+                mlp,
+                "--hardware",
+                "rtx-3090",
+                "--batch-size",
+                "32",
+                "--memory-format",
+                "channels_last",
+            ]
+        )
+        == 0
+    )
+    assert "channels_last: no 4-D or 5-D input and no convolution" in capsys.readouterr().out
+
+
+def test_a_timed_copy_never_timed_with_that_region_on_the_device_kind_is_named():
+    predictor = Predictor.from_checkpoint(None)
+    # the GPU rows timed the copy only without an optimizer step (the torchvision benchmark); CPUs never
+    gpu, cpu = predictor.predict(
+        [Query("torchvision:resnet18", hw, 8, h2d=True) for hw in ("t4", "cpu-i7-12700h")]
+    )
+    assert gpu["timed"] == "h2d+fwd+bwd+opt"
+    assert [f.split(" ")[0] for f in gpu["unseen_on_device_kind"]] == ["timed=h2d+fwd+bwd+opt"]
+    assert any(f.startswith("timed=h2d+fwd+bwd+opt") for f in cpu["unseen_on_device_kind"])
+
+
+def test_predict_edge_cases_of_the_python_api(tmp_path):
+    import torch
+
+    predictor = Predictor.from_checkpoint(None)
+    assert predictor.predict([]) == []
+    with pytest.raises(GnnperfError, match="breakdown must be"):
+        predictor.predict(Query("torchvision:resnet18", "t4", 8), breakdown=-2)
+    with pytest.raises(GnnperfError, match="positive number of ms"):
+        predictor.transfer(Query("torchvision:resnet18", "t4", 8), "l4", True)
+    # a Lightning checkpoint of a training run has no interval or training record: not a predictor
+    raw = torch.load(SHIPPED_CHECKPOINT, map_location="cpu", weights_only=True)
+    del raw["gnnperf"]
+    torch.save(raw, tmp_path / "best.ckpt")
+    with pytest.raises(GnnperfError, match="Lightning checkpoint of a training run"):
+        Predictor.from_checkpoint(tmp_path / "best.ckpt")
+
+
+def test_aliases_of_one_device_are_one_row(capsys):
+    from gnnperf.cli import main
+
+    argv = ["predict", "torchvision:resnet18", "--hardware", "P4,p4,Tesla P4", "--batch-size", "8", "--json"]
+    assert main(argv) == 0
+    assert [json.loads(line)["hardware"] for line in capsys.readouterr().out.splitlines()] == ["p4"]

@@ -7,6 +7,7 @@ import onnx
 import pytest
 import torch
 
+from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cli import summarize
 from gnnperf.graph.export import export_model
@@ -78,6 +79,9 @@ def test_onnx_file_reference(tmp_path):
     assert s["input_shape"] == [3, 8, 8] and s["num_nodes"] == 4
     assert s["mat_flops"] == 2 * 3 * (8 * 6 * 6 * 27 + 288 * 5)
     assert s["params"] == 8 * 27 + 8 + 288 * 5 + 5
+    assert list(build_graph(str(path), (3, 8, 8)).input_shape) == [3, 8, 8]  # its own shape, given: fine
+    with pytest.raises(GnnperfError, match="exported at input shape 3,8,8 and is priced as exported"):
+        build_graph(str(path), (3, 64, 64))  # its ops' shapes were fixed at export
 
 
 def test_cache_hit_skips_export_and_survives_processes(tmp_path, monkeypatch):
