@@ -10,6 +10,7 @@ import argparse
 import importlib
 import logging
 import sys
+from typing import NoReturn
 
 from gnnperf.errors import GnnperfError, quiet_library_warnings
 
@@ -26,8 +27,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """argparse's usage errors as one line, as every other user error (argparse prints the usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="gnnperf", description="Predict deep-learning iteration time.")
+    parser = OneLineErrors(prog="gnnperf", description="Predict deep-learning iteration time.")
     parser.add_argument("-v", "--verbose", action="store_true", help="show library warnings and debug logs")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module_name, help_text) in COMMANDS.items():

@@ -89,3 +89,15 @@ def test_bad_arguments_exit_2(argv):
     with pytest.raises(SystemExit) as e:
         parser.parse_args(argv)
     assert e.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "argv", [["hardware", "show"], ["predict", "timm:resnet18", "--batch-size", "8"], ["nope"]]
+)
+def test_a_usage_error_of_the_gnnperf_command_is_one_line(argv, capsys):
+    from gnnperf.cli import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2 and len(err) == 1 and "error:" in err[0] and "--help" in err[0]
