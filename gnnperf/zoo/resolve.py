@@ -15,6 +15,7 @@ Nothing here downloads weights: every builder asks for random initialisation.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import re
 from collections.abc import Callable
@@ -160,6 +161,8 @@ def _torchvision(name: str) -> ModelSpec:
     builder = torchvision.models.get_model_builder(name)
     size = 299 if name == "inception_v3" else 224
     kwargs: dict[str, Any] = {"weights": None}
+    if "weights_backbone" in inspect.signature(builder).parameters:
+        kwargs["weights_backbone"] = None  # detection and segmentation builders fetch ImageNet weights by default
     if name in ("inception_v3", "googlenet"):
         kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
         kwargs["aux_logits"] = False

@@ -119,3 +119,12 @@ def test_zoo_list_command(capsys: pytest.CaptureFixture[str]) -> None:
         assert name in out
     assert "growth_rate=32" in out  # parameters are listed with their defaults
     assert {"image", "tokens", "sequence", "vector"} <= set(out.split())
+
+
+def test_torchvision_segmentation_builds_without_fetching_backbone_weights(monkeypatch) -> None:
+    def no_download(*args, **kwargs):
+        raise AssertionError("tried to download weights")
+
+    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", no_download)
+    model = resolve("torchvision:lraspp_mobilenet_v3_large").build()  # its backbone defaults to ImageNet weights
+    assert sum(p.numel() for p in model.parameters()) > 0
