@@ -25,14 +25,17 @@ def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:
     return f" (did you mean: {', '.join(close)}?)" if close else ""
 
 
-def number(value: Any, what: str, kind: type = int) -> Any:
+def number(value: Any, what: str, kind: type = int, minimum: float | None = None) -> Any:
     """``kind(value)`` (``int`` or ``float``), or a :class:`GnnperfError` naming ``what``: for config values a user
-    can mistype on the command line (``split.fold=abc``)."""
+    can mistype on the command line (``split.fold=abc``); with ``minimum``, a smaller value is one too."""
+    noun = "an integer" if kind is int else "a number"
     try:
-        return kind(value)
-    except (TypeError, ValueError):
-        noun = "an integer" if kind is int else "a number"
+        x = kind(value)
+    except (TypeError, ValueError, OverflowError):
         raise GnnperfError(f"{what}: expected {noun}, got {value!r}") from None
+    if minimum is not None and not x >= minimum:  # `not >=`: a float nan is refused too
+        raise GnnperfError(f"{what}: expected {noun} of at least {minimum:g}, got {value!r}")
+    return x
 
 
 def run_script(main: Callable[[], object]) -> None:

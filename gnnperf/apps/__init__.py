@@ -45,12 +45,14 @@ def check_command_line(prog: str, config_name: str, argv: Sequence[str] | None =
     that does not parse, ``logger=null``) ends in one line ``prog: error: ...`` and exit code 2, where Hydra prints
     several lines, or a traceback, and exits 1. In a sweep (``-m``) every listed value of a swept key is checked
     (with the other keys at their first value), so a bad one does not wait for the jobs before it. Hydra's own
-    flags (``--help``, ``--info``...) are left to it. A composition takes a fraction of a second.
+    flags (``--help``, ``--info``...) are left to it. A value the config leaves to the command line (``???``,
+    gnnperf-eval's ``checkpoint``) and that is not given is an error too. A composition takes a fraction of a second.
     """
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser  # Hydra's own command-line grammar; no public one
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
+    from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
     args, _ = get_args_parser().parse_known_args(sys.argv[1:] if argv is None else argv)
@@ -66,10 +68,20 @@ def check_command_line(prog: str, config_name: str, argv: Sequence[str] | None =
             jobs = [first] + [first[:i] + [v] + first[i + 1 :] for i, vs in enumerate(values) for v in vs[1:]]
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name=prog):
             for job in jobs:
-                compose(config_name=args.config_name or config_name, overrides=[o for o in job if o])
+                cfg = compose(config_name=args.config_name or config_name, overrides=[o for o in job if o])
+                missing = _missing_keys(OmegaConf.to_container(cfg, resolve=False))
+                if missing:  # a value the config leaves to the command line (gnnperf-eval's checkpoint)
+                    raise ValueError(f"{', '.join(missing)} must be given ({missing[0]}=...)")
     except (HydraException, OmegaConfBaseException, ValueError) as e:
         print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
         sys.exit(2)
+
+
+def _missing_keys(node: object, prefix: str = "") -> list[str]:
+    """Dotted keys whose value is ``???``, read without resolving interpolations (``${hydra:...}`` needs a run)."""
+    if isinstance(node, dict):
+        return [k for key, v in node.items() for k in _missing_keys(v, f"{prefix}{key}.")]
+    return [prefix[:-1]] if node == "???" else []
 
 
 def _values(override: Override) -> list[str]:

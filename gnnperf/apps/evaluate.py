@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,17 +22,30 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
 
     from gnnperf.eval.compare import compare
     from gnnperf.eval.tables import print_table
-    from gnnperf.predictor.checkpoint import load_fallback
+    from gnnperf.predictor.checkpoint import load_fallback, not_a_predictor
     from gnnperf.predictor.module import PerfModule
 
     pl.seed_everything(number(cfg.seed, "seed"))
     module = PerfModule.load(cfg.checkpoint)
+    if not module.extras:  # Lightning's checkpoints/best.ckpt
+        raise not_a_predictor(cfg.checkpoint)
     fallback = load_fallback(module.extras)  # the blend it was trained with, if any
     dm = instantiate(cfg.data)
     dm.setup()
     dm.dataset.index_devices(module.hparams["devices"])  # the checkpoint's embeddings, by device name
     if len(dm.split["test"]) == 0:
         raise GnnperfError(f"the test part of split '{cfg.split.name}' is empty")
+    seen = rows_trained_on(
+        module.extras.get("trained_on", {}), list(cfg.data.stores), cfg.data.get("query"), dm
+    )
+    if seen:
+        print(
+            f"gnnperf-eval: warning: {seen} of {len(dm.split['test'])} test rows were training rows of this checkpoint "
+            f"(trained on split {module.extras['trained_on']['split']['name']} fold "
+            f"{module.extras['trained_on']['split']['fold']}, seed {module.extras['trained_on']['seed']}): "
+            "these scores are not held-out",
+            file=sys.stderr,
+        )
     trainer = instantiate(cfg.trainer, logger=False, callbacks=[])
     pred = torch.cat(trainer.predict(module, datamodule=dm)).numpy()
     result = compare(
@@ -42,8 +56,32 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         title=f"{Path(cfg.checkpoint).name} on split {cfg.split.name} (fold {cfg.split.fold})",
     )
     metrics = {f"{name}/{k}": float(v) for name, row in result["table"].iterrows() for k, v in row.items()}
+    metrics["test_rows_seen_in_training"] = seen
     (Path(cfg.out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return metrics
+
+
+def rows_trained_on(trained_on: dict[str, Any], stores: list[str], query: str | None, dm) -> int:
+    """How many of ``dm``'s test rows the checkpoint trained on: its recorded split redone on the same rows.
+
+    0 where that cannot be told (other stores or query, a checkpoint without the record, a split that does not apply).
+    """
+    import numpy as np
+
+    from gnnperf.data.splits import make_split
+
+    split = trained_on.get("split")
+    same_rows = sorted(map(str, trained_on.get("stores", []))) == sorted(map(str, stores))
+    if not split or not same_rows or trained_on.get("query") != query:
+        return 0
+    try:
+        kwargs = split.get("kwargs") or {}
+        train = make_split(
+            split["name"], dm.dataset.samples, trained_on["seed"], split["fold"], split["num_folds"], **kwargs
+        )["train"]
+    except (GnnperfError, KeyError, TypeError):
+        return 0
+    return int(len(np.intersect1d(train, dm.split["test"])))
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="eval")

@@ -27,10 +27,16 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.measure.harness import check_supported, software_tag
 
     settings = instantiate(cfg.measure.settings)
+    number(cfg.zoo.get("seed", 0), "zoo.seed", minimum=0)
+    limit = None if cfg.limit is None else number(cfg.limit, "limit", minimum=1)
     plan = list(plan_samples(OmegaConf.to_container(cfg.zoo), OmegaConf.to_container(cfg.workload)))
     if not plan:
         raise GnnperfError("the plan is empty: give zoo.families or zoo.models and workload.batch_sizes")
     check_supported(plan[0].workload, settings)
+    if cfg.dry_run:  # before the store: a dry run writes nothing
+        for p in plan:
+            print(p.model_ref, p.workload.batch_size, p.workload.optimizer, p.workload.precision)
+        return {"planned": len(plan)}
     store = SampleStore(cfg.out_dir)  # an unwritable directory fails here, before any measurement
     extra = cfg.hardware.get("file")
     if cfg.hardware.name == "probe":
@@ -40,11 +46,8 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
         )  # probed devices are in no table: keep the record with the data
     else:
         spec = get_spec(cfg.hardware.name, extra)
+        check_named_device(spec, settings.device)
     hardware = spec.name
-    if cfg.dry_run:
-        for p in plan:
-            print(p.model_ref, p.workload.batch_size, p.workload.optimizer, p.workload.precision)
-        return {"planned": len(plan)}
     counts = run_plan(
         plan,
         store,
@@ -53,13 +56,33 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
         software_tag(),
         timeout_s=number(cfg.measure.timeout_s, "measure.timeout_s", float),
         shard_every=number(cfg.shard_every, "shard_every"),
-        limit=cfg.limit,
+        limit=limit,
         graph_cache=GraphCache(cfg.graph_cache) if cfg.build_graphs else None,
         progress=sys.stderr.isatty(),
     )
     summary = {"hardware": hardware, "planned": len(plan), **counts, "stored": len(store.read())}
     print(" ".join(f"{k}={v}" for k, v in summary.items()))
     return summary
+
+
+def check_named_device(spec, device: str) -> None:
+    """Refuse a named hardware entry that is not the device the harness measures on: its rows would carry its name."""
+    kind = "gpu" if str(device).startswith("cuda") else "cpu"
+    if spec.kind != kind:
+        raise GnnperfError(
+            f"hardware.name={spec.name} is a {spec.kind}, but the measurements run on the {kind} "
+            f"(measure.settings.device={device}): name the device measured, or hardware.name=probe"
+        )
+    if kind == "gpu":
+        import torch
+
+        from gnnperf.hardware.table import canonical_name
+
+        found = canonical_name(torch.cuda.get_device_name(device)) if torch.cuda.is_available() else None
+        if found is not None and found != spec.name:
+            raise GnnperfError(
+                f"hardware.name={spec.name}, but {device} is a {found}: its rows would be mislabelled"
+            )
 
 
 def save_hardware_record(root: Path, spec) -> Path:

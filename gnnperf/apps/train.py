@@ -17,6 +17,24 @@ from gnnperf.errors import GnnperfError, number
 log = logging.getLogger("gnnperf.train")
 
 
+def check_before_fit(cfg: DictConfig) -> None:
+    """Values that would otherwise fail (or train nothing) only after the data is processed: one line now."""
+    from gnnperf.baselines import get_baseline
+
+    number(cfg.trainer.max_epochs, "trainer.max_epochs", minimum=1)  # 0 would save an untrained network
+    lr = (cfg.model.get("optimizer") or {}).get("lr")
+    if lr is not None and not number(lr, "model.optimizer.lr", float) > 0:
+        raise GnnperfError(f"model.optimizer.lr: expected a positive learning rate, got {lr!r}")
+    for name in cfg.get("baselines") or []:
+        get_baseline(str(name))
+    target = str((cfg.get("logger") or {}).get("_target_", ""))
+    if target.endswith("TensorBoardLogger"):
+        import importlib.util
+
+        if not any(importlib.util.find_spec(m) for m in ("tensorboard", "tensorboardX")):
+            raise GnnperfError("logger=tensorboard needs the tensorboard package: pip install tensorboard")
+
+
 def train(cfg: DictConfig) -> dict[str, Any]:
     """Fit, test and compare; returns the flat metrics (``val/mape``, ``test/mape``, ``baseline/<name>/mape``...)."""
     import numpy as np
@@ -34,6 +52,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
 
     if cfg.get("unseen_op_fallback"):
         check_fallback_name(str(cfg.unseen_op_fallback))  # a bad name fails now, not after training
+    check_before_fit(cfg)
     pl.seed_everything(number(cfg.seed, "seed"), workers=True)
     torch.set_num_threads(number(cfg.get("threads", 1) or 1, "threads"))
     if not 0 < number(cfg.interval, "interval", float) < 1:
@@ -82,6 +101,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         interval_coverage=float(cfg.interval),
         trained_on={
             "stores": list(cfg.data.stores),
+            "query": cfg.data.get("query"),
             "split": OmegaConf.to_container(cfg.split),
             "seed": int(cfg.seed),
             **coverage(train_samples, {name: spec.kind for name, spec in dm.dataset.hardware_specs.items()}),

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 import pytorch_lightning as pl
+from omegaconf import OmegaConf
 from torch_geometric.loader import DataLoader
 
 from gnnperf.data.dataset import PerfDataset
@@ -27,7 +28,8 @@ class PerfDataModule(pl.LightningDataModule):
         batch_size: samples per batch.
         num_workers: DataLoader worker processes (each keeps its own Data cache).
         split_file: JSON of sample ids per part: loaded when it exists, else written after splitting, so
-            a split can be committed and reproduced.
+            a split can be committed and reproduced; one saved for another split (name, seed, fold, options)
+            is refused rather than tested under this run's name.
         split_kwargs: extra split options (``val_frac``, ``test_frac``).
         graph_cache, query, build_graphs, max_median_over_p10: see :class:`PerfDataset`.
 
@@ -58,9 +60,11 @@ class PerfDataModule(pl.LightningDataModule):
         self.split_name = split
         self.seed, self.fold = number(seed, "seed"), number(fold, "fold")
         self.num_folds = number(num_folds, "num_folds")
-        self.batch_size = number(batch_size, "batch_size")
+        self.batch_size = number(batch_size, "data.batch_size", minimum=1)
         self.num_workers = number(num_workers, "num_workers")
         self.split_file = Path(split_file) if split_file else None
+        if OmegaConf.is_config(split_kwargs):  # plain values: they go into the split file's JSON
+            split_kwargs = OmegaConf.to_container(split_kwargs, resolve=True)
         self.split_kwargs = dict(split_kwargs or {})
         self.graph_cache = graph_cache
         self.query = query
@@ -92,20 +96,16 @@ class PerfDataModule(pl.LightningDataModule):
             return
         dataset, self._prepared = self._prepared or self._dataset(), None
         samples = dataset.samples
+        meta = {"split": self.split_name, "seed": self.seed, "fold": self.fold, "num_folds": self.num_folds}
+        meta.update(self.split_kwargs)
         if self.split_file is not None and self.split_file.exists():
-            split = load_split(self.split_file, samples)
+            split = load_split(self.split_file, samples, expect_meta=meta)
         else:
             split = make_split(
                 self.split_name, samples, self.seed, self.fold, self.num_folds, **self.split_kwargs
             )
             if self.split_file is not None:
-                meta = {
-                    "split": self.split_name,
-                    "seed": self.seed,
-                    "fold": self.fold,
-                    "num_folds": self.num_folds,
-                }
-                save_split(split, self.split_file, samples, meta={**meta, **self.split_kwargs})
+                save_split(split, self.split_file, samples, meta=meta)
         self.stats = feature_stats(dataset, split["train"])
         self.dataset, self.split = dataset, split
 

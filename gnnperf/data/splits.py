@@ -312,17 +312,31 @@ def save_split(
     return path
 
 
-def load_split(path: str | Path, samples: pd.DataFrame) -> dict[str, np.ndarray]:
+def load_split(
+    path: str | Path, samples: pd.DataFrame, expect_meta: dict[str, Any] | None = None
+) -> dict[str, np.ndarray]:
     """Row positions in ``samples`` of a split saved by :func:`save_split`.
 
     Every saved sample must be in ``samples``; samples the file does not name (added later) are left out,
-    with a log line.
+    with a log line. With ``expect_meta``, a file saved for another split (name, seed, fold...) is refused: it
+    would silently test other rows than the run says.
     """
     try:
         doc = json.loads(Path(path).read_text())
         parts = {p: list(doc["parts"][p]) for p in PARTS}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise GnnperfError(f"cannot read split file {path}: {e}") from None
+    saved = doc.get("meta") or {}
+    differ = [
+        f"{k} {saved[k]!r} (this run: {v!r})"
+        for k, v in (expect_meta or {}).items()
+        if k in saved
+        and json.dumps(saved[k], sort_keys=True, default=str) != json.dumps(v, sort_keys=True, default=str)
+    ]
+    if differ:
+        raise GnnperfError(
+            f"split file {path} was saved for another split: {', '.join(differ)}; remove it or give another path"
+        )
     position = {sid: i for i, sid in enumerate(samples["sample_id"])}
     missing = [s for p in PARTS for s in parts[p] if s not in position]
     if missing:

@@ -126,14 +126,19 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return ckpt
 
 
+def not_a_predictor(path: str | Path) -> GnnperfError:
+    """The error for a checkpoint without the ``gnnperf`` entry: Lightning's own (``checkpoints/best.ckpt``)."""
+    return GnnperfError(
+        f"{path} is a Lightning checkpoint of a training run, not a predictor (no interval, training record or "
+        "fallback); use the run's predictor.ckpt (gnnperf-train writes it in the run's folder)"
+    )
+
+
 def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any]]:
     """(network in eval mode, hyper-parameters, the ``gnnperf`` extras) of a predictor checkpoint."""
     ckpt = read_checkpoint(path)
     if "gnnperf" not in ckpt:
-        raise GnnperfError(
-            f"{path} is a Lightning checkpoint of a training run, not a predictor (no interval, training record or "
-            "fallback); use the run's predictor.ckpt (gnnperf-train writes it in the run's folder)"
-        )
+        raise not_a_predictor(path)
     hparams = dict(ckpt["hyper_parameters"])
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     check_compatible(hparams)

@@ -121,7 +121,7 @@ def test_a_user_error_hydra_wrapped_is_one_line_and_exit_2(capsys):
     [
         ("split.fold=abc", "fold: expected an integer, got 'abc'"),
         ("seed=x", "seed: expected an integer, got 'x'"),
-        ("data.batch_size=big", "batch_size: expected an integer, got 'big'"),
+        ("data.batch_size=big", "data.batch_size: expected an integer, got 'big'"),
         ("interval=1.5", "interval: expected a coverage between 0 and 1, got 1.5"),
     ],
 )
@@ -198,3 +198,12 @@ def test_a_good_hydra_command_line_passes_the_check(argv, capsys):
 
     check_command_line("gnnperf-train", "train", argv)
     assert capsys.readouterr().err == ""
+
+
+def test_gnnperf_eval_without_a_checkpoint_is_one_line(capsys):
+    from gnnperf.apps import check_command_line
+
+    with pytest.raises(SystemExit) as ended:
+        check_command_line("gnnperf-eval", "eval", ["split.fold=1"])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err == "gnnperf-eval: error: checkpoint must be given (checkpoint=...)\n"

@@ -90,6 +90,30 @@ def test_unknown_family_and_unwritable_dir_are_user_errors(tmp_path):
         generate(cfg(*FAST, f"out_dir={blocker}/sub"))
 
 
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        (
+            "hardware.name=a100-sxm4-40gb",
+            "is a gpu, but the measurements run on the cpu",
+        ),  # rows would be mislabelled
+        ("limit=-1", "limit: expected an integer of at least 1"),
+        ("limit=abc", "limit: expected an integer"),
+        ("zoo.seed=abc", "zoo.seed: expected an integer"),
+    ],
+)
+def test_bad_generate_values_measure_nothing(tmp_path, override, says):
+    out = tmp_path / "store"
+    with pytest.raises(GnnperfError, match=says):
+        generate(cfg(*FAST, f"out_dir={out}", override))
+    assert not out.exists() or not SampleStore(out, readonly=True).shards()
+
+
+def test_a_dry_run_writes_nothing(tmp_path, capsys):
+    assert generate(cfg(*FAST, f"out_dir={tmp_path / 'store'}", "dry_run=true")) == {"planned": 4}
+    assert not (tmp_path / "store").exists() and "zoo:mlp?" in capsys.readouterr().out
+
+
 def _cli(*args: str, **kw) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "gnnperf.apps.generate", *args],

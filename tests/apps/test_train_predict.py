@@ -510,10 +510,82 @@ def test_evaluate_scores_the_checkpoint_beside_baselines(trained, store, tmp_pat
     )
     metrics = evaluate(c)
     assert "gnn/mape" in metrics and "flops/mape" in metrics
+    assert metrics["test_rows_seen_in_training"] == 0  # the split it was trained on: held out
     from gnnperf.predictor.module import PerfModule
 
     extras = PerfModule.load(trained[0]).extras  # evaluate applies the fallback stored there
     assert extras["unseen_op_fallback"]["name"] == "flops"
+
+
+def test_evaluate_says_when_its_test_rows_were_training_rows(trained, store, tmp_path, capsys):
+    overrides = (
+        f"checkpoint={trained[0]}",
+        "split=holdout_model",
+        "split.fold=1",
+        "baselines=[]",
+        "plots=false",
+    )
+    c = _resolve_hydra_paths(cfg("eval", store, tmp_path, *overrides), tmp_path / "out")
+    metrics = evaluate(c)  # trained on fold 0: most of fold 1's test models were in its training part
+    assert metrics["test_rows_seen_in_training"] > 0
+    assert "test rows were training rows of this checkpoint" in capsys.readouterr().err
+
+
+def test_evaluate_refuses_lightnings_own_checkpoint(trained, store, tmp_path):
+    import torch
+
+    raw = torch.load(trained[0], map_location="cpu", weights_only=True)
+    del raw["gnnperf"]  # what Lightning's ModelCheckpoint writes (checkpoints/best.ckpt)
+    torch.save(raw, tmp_path / "best.ckpt")
+    c = _resolve_hydra_paths(
+        cfg(
+            "eval",
+            store,
+            tmp_path,
+            f"checkpoint={tmp_path / 'best.ckpt'}",
+            "split=holdout_model",
+            "baselines=[]",
+        ),
+        tmp_path / "out",
+    )
+    with pytest.raises(GnnperfError, match="Lightning checkpoint of a training run"):
+        evaluate(c)
+
+
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        ("trainer.max_epochs=0", "trainer.max_epochs: expected an integer of at least 1"),
+        ("trainer.max_epochs=abc", "trainer.max_epochs: expected an integer"),
+        ("model.optimizer.lr=-0.01", "positive learning rate"),
+        ("baselines=[nope]", "unknown baseline 'nope'"),
+        ("data.batch_size=0", "data.batch_size: expected an integer of at least 1"),
+    ],
+)
+def test_bad_training_values_fail_before_anything_is_fitted(store, tmp_path, override, says, capsys):
+    from gnnperf.apps import user_errors
+
+    c = _resolve_hydra_paths(cfg("train", store, tmp_path, "experiment=quick", override), tmp_path / "o")
+    with pytest.raises(SystemExit) as ended, user_errors("gnnperf-train"):  # as the command runs it
+        train(c)
+    err = capsys.readouterr().err.strip().splitlines()
+    assert ended.value.code == 2 and len(err) == 1 and says in err[0]
+    assert not any(tmp_path.rglob("*.ckpt"))
+
+
+def test_a_split_file_of_another_fold_is_refused(store, tmp_path):
+    split_file = tmp_path / "split.json"
+    for fold in (0, 1):
+        c = _resolve_hydra_paths(
+            cfg("train", store, tmp_path, "experiment=quick", "split=holdout_model", f"split.fold={fold}",
+                f"data.split_file={split_file}", "trainer.max_epochs=1", "baselines=[]", "plots=false"),
+            tmp_path / f"o{fold}",
+        )  # fmt: skip
+        if fold == 0:
+            train(c)
+        else:
+            with pytest.raises(GnnperfError, match="saved for another split: fold 0 \\(this run: 1\\)"):
+                train(c)
 
 
 def test_empty_split_is_a_user_error(store, tmp_path):

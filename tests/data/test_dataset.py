@@ -310,12 +310,18 @@ def test_datamodule_yields_the_batch_format(built) -> None:
     assert int(batch.edge_index.max()) < batch.num_nodes
     assert len(next(iter(dm.predict_dataloader())).sample_id) > 0
     # A second module reads the committed split file and gets the same parts.
-    again = PerfDataModule(
-        **{**kw, "split": "random", "seed": 7}, graph_cache=tmp / "graphs", split_file=split_file
-    )
+    again = PerfDataModule(**kw, graph_cache=tmp / "graphs", split_file=split_file)
     again.setup()
     for part in ("train", "val", "test"):
         assert np.array_equal(again.split[part], dm.split[part])
+    # one that asks for another split does not silently test the file's rows under its own name
+    other = PerfDataModule(
+        **{**kw, "split": "random", "seed": 7}, graph_cache=tmp / "graphs", split_file=split_file
+    )
+    with pytest.raises(
+        GnnperfError, match="saved for another split: split 'holdout_model' \\(this run: 'random'\\)"
+    ):
+        other.setup()
     assert np.array_equal(load_split(split_file, ds.samples)["test"], dm.split["test"])
     assert math.isfinite(float(dm.stats["agg"][0].sum()))
 
