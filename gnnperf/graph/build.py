@@ -106,7 +106,10 @@ def build_graph(
     if spec.onnx_path is not None:  # the same path may hold another graph tomorrow
         ident += "#" + hashlib.sha256(spec.onnx_path.read_bytes()).hexdigest()[:16]
     key = GraphCache.key(ident, shape, exporter) + ("-shallow" if use_shallow else "") + f"-b{export_batch}"
-    if cache is not None and (hit := cache.get(key)) is not None:
+    source = _source_digest(spec)
+    hit = cache.get(key) if cache is not None else None
+    # a graph cached before the file it was built from changed is stale (entries without a digest are kept)
+    if hit is not None and (source is None or hit.meta.get("source_sha256") in (None, source)):
         return hit
     if cached_only:
         where = cache.root if cache is not None else "(no cache given)"
@@ -118,8 +121,32 @@ def build_graph(
     )
     graph.meta["family"] = spec.family
     graph.meta["input_kind"] = spec.input_kind
+    if source is not None:
+        graph.meta["source_sha256"] = source
     if use_shallow:
         graph = repeat_block(graph, depth, spec.layer_scope)
     if cache is not None:
         cache.put(key, graph)
     return graph
+
+
+def _source_digest(spec) -> str | None:
+    """Digest of the user file a reference builds from (an hf config, a factory's module), or None.
+
+    Such a file can change under the same reference; ONNX files are keyed by their digest already, and timm,
+    torchvision and zoo references by the installed code.
+    """
+    import importlib.util
+
+    path = None
+    if spec.ref.startswith("hf:"):
+        path = Path(spec.ref[3:])
+    elif spec.input_kind != "onnx" and spec.ref.split(":")[0] not in ("timm", "torchvision", "zoo"):
+        try:
+            found = importlib.util.find_spec(spec.ref.split(":")[0])
+        except (ImportError, ValueError):
+            found = None
+        path = Path(found.origin) if found is not None and found.origin else None
+    if path is None or not path.is_file():
+        return None
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]

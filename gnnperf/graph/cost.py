@@ -202,10 +202,19 @@ def _einsum(node: Node, ins: list, outs: list) -> tuple[float, float]:
     lhs = eq.split("->")[0].split(",")
     shapes = [s for s in ins if s is not None]
     sizes: dict[str, int] = {}
+    ellipsis: list[int] = []  # the broadcast shape of the operands' "..." dims, which every product runs over
     for letters, shape in zip(lhs, shapes):
-        for ch, d in zip(letters.replace("...", ""), shape[-len(letters.replace("...", "")) :]):
+        head, _, tail = letters.partition("...")
+        for ch, d in zip(head, shape[: len(head)]):
             sizes[ch] = d
-    mat = 2.0 * math.prod(sizes.values()) if len(lhs) > 1 else 0.0
+        for ch, d in zip(tail, shape[len(shape) - len(tail) :]):
+            sizes[ch] = d
+        dims = list(shape[len(head) : len(shape) - len(tail)]) if "..." in letters else []
+        if len(dims) > len(ellipsis):
+            ellipsis = [1] * (len(dims) - len(ellipsis)) + ellipsis
+        for i, d in enumerate(dims, start=len(ellipsis) - len(dims)):  # right-aligned, as broadcasting
+            ellipsis[i] = max(ellipsis[i], d)
+    mat = 2.0 * math.prod(sizes.values()) * math.prod(ellipsis) if len(lhs) > 1 else 0.0
     return mat, mat or float(_numel(shapes[0]))
 
 

@@ -226,7 +226,11 @@ def export_model(
     except Exception as e:
         raise GnnperfError(f"cannot build {spec.ref}: {type(e).__name__}: {_first_line(e)}") from None
     model.train()
-    args = spec.make_inputs(export_batch, input_shape, generator=torch.Generator().manual_seed(0))
+    try:
+        args = spec.make_inputs(export_batch, input_shape, generator=torch.Generator().manual_seed(0))
+    except (RuntimeError, ValueError, MemoryError) as e:  # a negative or huge size (zoo:resnet?image_size=-1)
+        shape = ",".join(map(str, spec.input_shape(input_shape)))
+        raise GnnperfError(f"cannot make inputs of shape {shape} for {spec.ref}: {_first_line(e)}") from None
     if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters()):
         with torch.no_grad():  # lazy modules (nn.LazyLinear) get their shapes from a first forward
             model(*args)

@@ -114,6 +114,8 @@ def _number(value: Any, column: str) -> float | None:
 def _aliases(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
+    if not isinstance(value, (str, list, tuple)):
+        raise ValueError(f"aliases={value!r}: expected names separated by '|' or a list of names")
     items = value.split("|") if isinstance(value, str) else list(value)
     return tuple(str(a).strip() for a in items if str(a).strip())
 
@@ -169,8 +171,16 @@ def spec_from_dict(data: dict[str, Any]) -> HardwareSpec:
 
 
 def _read_csv(path: Path, default_source: str, require: bool) -> list[HardwareSpec]:
+    try:
+        return _read_csv_rows(path, default_source, require)
+    except UnicodeDecodeError as e:
+        raise GnnperfError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+
+
+def _read_csv_rows(path: Path, default_source: str, require: bool) -> list[HardwareSpec]:
     specs = []
-    with path.open(newline="", encoding="utf-8") as f:
+    # utf-8-sig: a byte-order mark (spreadsheets write one) would otherwise stick to the first column's name
+    with path.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.DictReader(f)
         header = reader.fieldnames or []
         unknown = sorted(set(header) - set(COLUMNS) - {"threads"})
@@ -207,7 +217,10 @@ def _read_user_file(path: Path) -> list[HardwareSpec]:
         return _read_csv(path, default_source, require=True)
     if suffix not in (".yaml", ".yml", ".json"):
         raise GnnperfError(f"{path}: hardware files must end in .csv, .yaml, .yml or .json")
-    text = path.read_text(encoding="utf-8")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise GnnperfError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
     try:
         if suffix == ".json":
             data = json.loads(text)

@@ -39,6 +39,8 @@ def sample_refs(family: str, n: int, seed: int = 0) -> list[str]:
 
     if n < 1:
         raise GnnperfError(f"-n must be at least 1, got {n}")
+    if seed < 0:  # numpy's generators take none
+        raise GnnperfError(f"--seed must be at least 0, got {seed}")
     fam = get_family(family)
     rng = np.random.default_rng(seed)
     return [resolve(f"zoo:{family}?{format_query(fam.sample(rng))}").ref for _ in range(n)]

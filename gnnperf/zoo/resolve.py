@@ -162,7 +162,9 @@ def _torchvision(name: str) -> ModelSpec:
     size = 299 if name == "inception_v3" else 224
     kwargs: dict[str, Any] = {"weights": None}
     if "weights_backbone" in inspect.signature(builder).parameters:
-        kwargs["weights_backbone"] = None  # detection and segmentation builders fetch ImageNet weights by default
+        kwargs["weights_backbone"] = (
+            None  # detection and segmentation builders fetch ImageNet weights by default
+        )
     if name in ("inception_v3", "googlenet"):
         kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
         kwargs["aux_logits"] = False
@@ -182,10 +184,12 @@ def _hf(path: str) -> ModelSpec:
         cfg = json.loads(p.read_text())
     except FileNotFoundError:
         raise GnnperfError(f"hf config not found: {path}") from None
-    except (OSError, json.JSONDecodeError) as e:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise GnnperfError(f"cannot read hf config {path}: {e}") from None
-    if "model_type" not in cfg:
-        raise GnnperfError(f"hf config {path} has no 'model_type'")
+    if not isinstance(cfg, dict) or "model_type" not in cfg:
+        raise GnnperfError(
+            f"hf config {path} has no 'model_type' (expected a JSON object of a transformers config)"
+        )
     try:
         import transformers
     except ImportError:
@@ -201,11 +205,22 @@ def _hf(path: str) -> ModelSpec:
 
     try:
         config = make_config(None)
-    except (ValueError, KeyError) as e:
-        # transformers lists every model type it knows after an unknown one: keep the first sentence
-        raise GnnperfError(f"hf config {path}: {str(e).split('. Should contain one of')[0]}") from None
-    arch = (cfg.get("architectures") or [None])[0]
-    cls = getattr(transformers, arch, None) if arch else None
+    except Exception as e:  # transformers validates fields with its own error types (strict dataclasses...)
+        # it lists every model type it knows after an unknown one: keep the first sentence
+        lines = [s.strip() for s in str(e).split(". Should contain one of")[0].splitlines() if s.strip()]
+        reason = " ".join(lines[:2])[:300] if lines else type(e).__name__  # a field's error spans two lines
+        raise GnnperfError(f"hf config {path}: {reason}") from None
+    archs = cfg.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise GnnperfError(f"hf config {path}: 'architectures' must be a list of class names, got {archs!r}")
+    cls = getattr(transformers, archs[0], None) if archs else None
+    if archs and cls is None:
+        raise GnnperfError(f"hf config {path}: transformers has no class '{archs[0]}' (its 'architectures')")
+    if not hasattr(config, "vocab_size"):
+        raise GnnperfError(
+            f"hf config {path}: a {cfg['model_type']} model takes no token ids (no vocab_size); hf: references are "
+            "text models, export others to ONNX or give a package.module:factory"
+        )
 
     def build(num_layers: int | None) -> nn.Module:
         c = make_config(num_layers)

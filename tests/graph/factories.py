@@ -45,3 +45,21 @@ def broken() -> nn.Module:
 
 def not_a_module() -> int:
     return 3
+
+
+class Einsums(nn.Module):
+    """Three einsums over a (batch, 5, 7, 16) input: full letters, a leading and a middle ``...``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(16, 24))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.einsum("bnmd,de->bnme", x, self.w)
+        b = torch.einsum("...d,de->...e", x, self.w)
+        c = torch.einsum("b...d,de->b...e", x, self.w)
+        return a + b + c
+
+
+def einsums() -> nn.Module:
+    return Einsums()

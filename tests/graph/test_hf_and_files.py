@@ -133,3 +133,38 @@ def test_model_too_large_for_memory_is_refused_before_it_is_built(monkeypatch):
     assert [d.type for d in built] == ["meta"]  # sized on the meta device; the real model never built
     monkeypatch.setattr(export_module, "available_memory_bytes", lambda: None)  # unknown: no check
     assert export_model(spec, (8, 6, 6)).model.graph.node
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        ("5", "has no 'model_type'"),  # JSON, but no object
+        ('{"model_type": "bert", "hidden_size": "abc"}', "hidden_size"),  # transformers' own validation
+        ('{"model_type": "resnet"}', "takes no token ids"),  # a vision config: no token ids to feed
+        ('{"model_type": "bert", "architectures": ["BertForNothing"]}', "no class 'BertForNothing'"),
+        ('{"model_type": "gpt2", "architectures": "GPT2LMHeadModel"}', "must be a list of class names"),
+    ],
+)
+def test_bad_hf_configs_are_user_errors(tmp_path, content, says):
+    path = tmp_path / "config.json"
+    path.write_text(content)
+    with pytest.raises(GnnperfError, match=says):
+        resolve(f"hf:{path}")
+    path.write_bytes(b"\xff\xfe not utf-8")
+    with pytest.raises(GnnperfError, match="cannot read hf config"):
+        resolve(f"hf:{path}")
+
+
+def test_a_cached_graph_of_an_edited_hf_config_is_built_again(gpt2_config, tmp_path):
+    cache = GraphCache(tmp_path / "cache")
+    small = build_graph(f"hf:{gpt2_config}", (16,), cache=cache)
+    cfg = json.loads(gpt2_config.read_text())
+    gpt2_config.write_text(json.dumps({**cfg, "n_embd": 128}))  # same path, another model
+    wider = build_graph(f"hf:{gpt2_config}", (16,), cache=cache)
+    assert wider.param_count() > small.param_count()
+    assert build_graph(f"hf:{gpt2_config}", (16,), cache=cache).param_count() == wider.param_count()
+
+
+def test_a_negative_zoo_size_is_a_user_error():
+    with pytest.raises(GnnperfError, match="cannot make inputs of shape 3,-1,-1"):
+        build_graph("zoo:resnet?depths=1,1&width=8&image_size=-1")

@@ -147,3 +147,12 @@ def test_grouped_convolution_features(graph_cache):
         agg = aggregate_features(graph, Workload(batch_size=2, memory_format=layout))
         assert agg[AGG_FEATURES.index("flops_share=grouped_conv")] == pytest.approx(share)
         assert agg[AGG_FEATURES.index("grouped_conv_x_channels_last")] == pytest.approx(interaction)
+
+
+@pytest.mark.parametrize("batch", [2, 6])
+def test_einsum_flops_count_the_ellipsis_dims(batch):
+    spec = resolve("tests.graph.factories:einsums")
+    costs, _ = graph_costs(build_graph(spec, (5, 7, 16)), batch)
+    with FlopCounterMode(display=False) as counter:
+        spec.build()(torch.randn(batch, 5, 7, 16))
+    assert sum(c.mat_flops for c in costs) == counter.get_total_flops() == 3 * 2 * batch * 5 * 7 * 16 * 24

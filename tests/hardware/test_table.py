@@ -222,3 +222,16 @@ def test_neusight_device_configs_match_the_table():
         name = canonical_name(path.stem)
         assert name is not None and canonical_name(config["Device"]) == name, path.name
         assert get_spec(name).mem_bandwidth_gbs == pytest.approx(config["Mem_Bw"], rel=0.05), path.name
+
+
+def test_spec_files_with_a_byte_order_mark_or_not_utf8(tmp_path):
+    row = {"name": "my-gpu", "vendor": "nvidia", "kind": "gpu", "peak_fp32_tflops": "10", "memory_gb": "16"}
+    row["mem_bandwidth_gbs"] = "500"
+    path = tmp_path / "gpus.csv"
+    path.write_text("\ufeff" + ",".join(row) + "\n" + ",".join(row.values()) + "\n", encoding="utf-8")
+    assert get_spec("my-gpu", path).memory_gb == 16  # the mark is no part of the first column's name
+    for suffix in (".csv", ".json", ".yaml"):
+        bad = tmp_path / f"bad{suffix}"
+        bad.write_bytes(b"\xff\xfe\x00garbage")
+        with pytest.raises(GnnperfError, match="not UTF-8 text"):
+            load_table(bad)

@@ -126,5 +126,7 @@ def test_torchvision_segmentation_builds_without_fetching_backbone_weights(monke
         raise AssertionError("tried to download weights")
 
     monkeypatch.setattr(torch.hub, "load_state_dict_from_url", no_download)
-    model = resolve("torchvision:lraspp_mobilenet_v3_large").build()  # its backbone defaults to ImageNet weights
+    model = resolve(
+        "torchvision:lraspp_mobilenet_v3_large"
+    ).build()  # its backbone defaults to ImageNet weights
     assert sum(p.numel() for p in model.parameters()) > 0
