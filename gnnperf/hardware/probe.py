@@ -250,8 +250,12 @@ def probe(
         device: ``cpu`` or ``cuda``/``cuda:N``.
         threads: CPU threads for the measurement and the record name; default ``torch.get_num_threads()``.
         measure: fill peak fp32 and bandwidth from a measurement (CPU: well under 2 s).
-        extra: user spec file consulted when matching a CUDA device name.
+        extra: user spec file consulted when matching a CUDA device name (checked on a CPU too).
     """
+    if (
+        extra is not None
+    ):  # read it even where unused (a CPU is described, not matched): a bad file is an error
+        load_table(extra)
     if device == "cpu":
         return _probe_cpu(threads, measure)
     if re.fullmatch(r"cuda(:\d+)?", device):

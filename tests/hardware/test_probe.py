@@ -43,6 +43,13 @@ def test_bad_device_and_threads():
         probe("cpu", threads=0, measure=False)
 
 
+def test_a_bad_spec_file_is_an_error_on_a_cpu_too(tmp_path):
+    (tmp_path / "broken.json").write_text("{not json")
+    for extra in (tmp_path / "broken.json", tmp_path / "missing.json"):
+        with pytest.raises(GnnperfError, match="broken.json: cannot read|missing.json not found"):
+            probe("cpu", threads=1, measure=False, extra=extra)
+
+
 def test_slugify():
     assert slugify("Intel(R) Xeon(R) Gold 6248 CPU @ 2.50GHz") == "intel-xeon-gold-6248"
     assert slugify("AMD EPYC 7763 64-Core Processor") == "amd-epyc-7763-64-core"
