@@ -35,15 +35,14 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     dm.dataset.index_devices(module.hparams["devices"])  # the checkpoint's embeddings, by device name
     if len(dm.split["test"]) == 0:
         raise GnnperfError(f"the test part of split '{cfg.split.name}' is empty")
-    seen = rows_trained_on(
-        module.extras.get("trained_on", {}), list(cfg.data.stores), cfg.data.get("query"), dm
-    )
+    trained_on = module.extras.get("trained_on", {})
+    seen = rows_trained_on(trained_on, list(cfg.data.stores), cfg.data.get("query"), dm)
     if seen:
+        split = trained_on["split"]
         print(
             f"gnnperf-eval: warning: {seen} of {len(dm.split['test'])} test rows were training rows of this checkpoint "
-            f"(trained on split {module.extras['trained_on']['split']['name']} fold "
-            f"{module.extras['trained_on']['split']['fold']}, seed {module.extras['trained_on']['seed']}): "
-            "these scores are not held-out",
+            f"(trained on split {split['name']} fold {split['fold']}, seed {trained_on['seed']}): these scores are "
+            "not held-out",
             file=sys.stderr,
         )
     trainer = instantiate(cfg.trainer, logger=False, callbacks=[])
