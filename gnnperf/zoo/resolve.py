@@ -17,6 +17,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -275,7 +276,7 @@ def _zoo(body: str) -> ModelSpec:
         if key not in family.defaults:
             family.params({key: value})  # raises the user error with suggestions
         try:
-            overrides[key] = coerce(value, family.defaults[key])
+            overrides[key] = _in_range(key, coerce(value, family.defaults[key]), family.defaults[key])
         except GnnperfError as e:
             raise GnnperfError(f"zoo:{name} parameter '{key}': {e}") from None
     params = family.params(overrides)
@@ -288,6 +289,28 @@ def _zoo(body: str) -> ModelSpec:
         builder=lambda _depth: family.build(**params),
         vocab_size=family.vocab_size(params) if family.vocab_size else None,
     )
+
+
+# Sizes whose 0 the families define as "no such layer" (vgg.py: one linear classifier; mobilenet.py: no 1x1 head).
+ZERO_MEANS_NONE = frozenset({"fc_width", "head_width"})
+
+
+def _in_range(key: str, value: Any, default: Any) -> Any:
+    """``value`` of a zoo parameter, refused where it would build a degenerate model that still exports.
+
+    A count or size whose default is positive (channels, classes, widths, image size) must be at least 1, a
+    ``*_ratio`` above 0, and every float finite: ``in_chans=0`` gave a graph of a model that takes no input.
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise GnnperfError(f"{value} is not a finite number")
+    positive_count = isinstance(default, int) and not isinstance(default, bool) and default > 0
+    if positive_count and key not in ZERO_MEANS_NONE and value < 1:
+        raise GnnperfError(f"expected at least 1, got {value}")
+    if key.endswith("ratio") and value <= 0:
+        raise GnnperfError(f"expected a ratio above 0, got {value}")
+    return value
 
 
 def _onnx(path: str) -> ModelSpec:

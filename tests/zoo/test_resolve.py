@@ -130,3 +130,24 @@ def test_torchvision_segmentation_builds_without_fetching_backbone_weights(monke
         "torchvision:lraspp_mobilenet_v3_large"
     ).build()  # its backbone defaults to ImageNet weights
     assert sum(p.numel() for p in model.parameters()) > 0
+
+
+@pytest.mark.parametrize(
+    "ref, says",
+    [
+        ("zoo:resnet?in_chans=0", "'in_chans': expected at least 1"),
+        ("zoo:mlp?in_features=0", "'in_features': expected at least 1"),
+        ("zoo:gpt?ffn_ratio=0", "'ffn_ratio': expected at least 1"),
+        ("zoo:vit?mlp_ratio=0", "'mlp_ratio': expected a ratio above 0"),
+        ("zoo:convnext?layer_scale=nan", "'layer_scale': nan is not a finite number"),
+        ("zoo:mobilenet?stem_width=-1", "'stem_width': expected at least 1"),
+    ],
+)
+def test_degenerate_sizes_are_user_errors(ref, says) -> None:
+    with pytest.raises(GnnperfError, match=says):
+        resolve(ref)
+
+
+def test_sizes_whose_zero_means_no_layer_stay_valid() -> None:
+    assert "fc_width=0" in resolve("zoo:vgg?fc_width=0").ref  # one linear classifier
+    assert "head_width=0" in resolve("zoo:mobilenet?head_width=0").ref  # no 1x1 head
