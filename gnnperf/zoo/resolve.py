@@ -162,10 +162,9 @@ def _torchvision(name: str) -> ModelSpec:
     builder = torchvision.models.get_model_builder(name)
     size = 299 if name == "inception_v3" else 224
     kwargs: dict[str, Any] = {"weights": None}
+    # detection and segmentation builders fetch ImageNet backbone weights by default
     if "weights_backbone" in inspect.signature(builder).parameters:
-        kwargs["weights_backbone"] = (
-            None  # detection and segmentation builders fetch ImageNet weights by default
-        )
+        kwargs["weights_backbone"] = None
     if name in ("inception_v3", "googlenet"):
         kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
         kwargs["aux_logits"] = False
