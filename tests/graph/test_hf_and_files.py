@@ -165,6 +165,6 @@ def test_a_cached_graph_of_an_edited_hf_config_is_built_again(gpt2_config, tmp_p
     assert build_graph(f"hf:{gpt2_config}", (16,), cache=cache).param_count() == wider.param_count()
 
 
-def test_a_negative_zoo_size_is_a_user_error():
-    with pytest.raises(GnnperfError, match="cannot make inputs of shape 3,-1,-1"):
-        build_graph("zoo:resnet?depths=1,1&width=8&image_size=-1")
+def test_inputs_that_cannot_be_made_are_a_user_error():
+    with pytest.raises(GnnperfError, match="cannot make inputs of shape 3,-4,-4"):
+        build_graph("tests.graph.factories:tiny_cnn", (3, -4, -4))  # a shape given from Python, not the CLI
