@@ -252,9 +252,8 @@ def probe(
         measure: fill peak fp32 and bandwidth from a measurement (CPU: well under 2 s).
         extra: user spec file consulted when matching a CUDA device name (checked on a CPU too).
     """
-    if (
-        extra is not None
-    ):  # read it even where unused (a CPU is described, not matched): a bad file is an error
+    # read it even where unused (a CPU is described, not matched): a bad file is an error
+    if extra is not None:
         load_table(extra)
     if device == "cpu":
         return _probe_cpu(threads, measure)

@@ -174,7 +174,11 @@ def _read_csv(path: Path, default_source: str, require: bool) -> list[HardwareSp
     try:
         return _read_csv_rows(path, default_source, require)
     except UnicodeDecodeError as e:
-        raise GnnperfError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise _not_utf8(path, e) from None
+
+
+def _not_utf8(path: Path, e: UnicodeDecodeError) -> GnnperfError:
+    return GnnperfError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})")
 
 
 def _read_csv_rows(path: Path, default_source: str, require: bool) -> list[HardwareSpec]:
@@ -220,7 +224,7 @@ def _read_user_file(path: Path) -> list[HardwareSpec]:
     try:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
-        raise GnnperfError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise _not_utf8(path, e) from None
     try:
         if suffix == ".json":
             data = json.loads(text)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from gnnperf.data.schema import INT64_MAX
 from gnnperf.errors import GnnperfError
 
 
@@ -202,7 +203,7 @@ def positive_number(text: str | float) -> float | None:
 def positive_int(text: str) -> int | None:
     """``"512"`` or ``"512.0"`` -> 512; anything else (fractions, blanks, <= 0, >= 2**63) -> None."""
     x = positive_number(text)
-    return int(x) if x is not None and x == int(x) and x < 2**63 else None
+    return int(x) if x is not None and x == int(x) and x <= INT64_MAX else None
 
 
 def spread(times_ms: list[float]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from gnnperf.data.schema import make_sample
+from gnnperf.data.schema import INT64_MAX, make_sample
 from gnnperf.data.sources import register_source
 from gnnperf.data.sources.common import (
     Collector,
@@ -93,7 +93,7 @@ def parse_file(file: Path) -> dict[str, Any]:
     if old:
         software += _CODE_2018 + (f"+gpu{m['card']}" if m["card"] else "")
     num_devices = 1 if old else int(m["n"])
-    if not 1 <= num_devices < 2**63:
+    if not 1 <= num_devices <= INT64_MAX:
         raise ValueError(f"bad GPU count {num_devices} in the file name")
     train = m["mode"] != "inference"
     return {
