@@ -99,6 +99,7 @@ def build_graph(
             )
         shape = tuple(input_shape) if input_shape else onnx_input_shape(exported)
     else:
+        exported = None
         shape = spec.input_shape(input_shape)
         if not shape:
             raise GnnperfError(f"{spec.ref} has no default input shape; give one (--input-shape 3,224,224)")
@@ -114,20 +115,34 @@ def build_graph(
     if cached_only:
         where = cache.root if cache is not None else "(no cache given)"
         raise GnnperfError(f"graph of {spec.ref} at {','.join(map(str, shape))} is not in the cache {where}")
-    if spec.input_kind != "onnx":
-        exported = export_model(spec, shape, exporter, 2 if use_shallow else None, export_batch)
-    graph = build_ir(
-        exported.model, spec.ref, shape, exported.exporter, exported.model_inputs, exported.trainable
-    )
+    graph = _export_ir(spec, shape, exporter, use_shallow, export_batch, exported)
     graph.meta["family"] = spec.family
     graph.meta["input_kind"] = spec.input_kind
     if source is not None:
         graph.meta["source_sha256"] = source
-    if use_shallow:
-        graph = repeat_block(graph, depth, spec.layer_scope)
     if cache is not None:
         cache.put(key, graph)
     return graph
+
+
+def _export_ir(spec, shape, exporter, shallow, export_batch, exported=None) -> OpGraph:
+    """Export (unless ``exported`` is an ONNX file's) and build the IR, two blocks repeated where ``shallow``.
+
+    A stack whose blocks are not two distinct copies (ALBERT applies one shared layer ``depth`` times, so its
+    graph names a single layer) cannot be repeated: it is exported whole instead.
+    """
+    if exported is None:
+        exported = export_model(spec, shape, exporter, 2 if shallow else None, export_batch)
+    graph = build_ir(
+        exported.model, spec.ref, shape, exported.exporter, exported.model_inputs, exported.trainable
+    )
+    if not shallow:
+        return graph
+    try:
+        return repeat_block(graph, spec.num_layers, spec.layer_scope)
+    except GnnperfError as e:
+        log.info("%s; exporting all %d blocks instead", e, spec.num_layers)
+        return _export_ir(spec, shape, exporter, False, export_batch)
 
 
 def _source_digest(spec) -> str | None:

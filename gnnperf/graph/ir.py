@@ -12,6 +12,7 @@ size checks that the dims are affine. Specialising to a batch size is then a sub
 
 from __future__ import annotations
 
+import ast
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -145,6 +146,29 @@ def _attrs(node: onnx.NodeProto) -> dict[str, Any]:
     return out
 
 
+def _scoped_name(node: onnx.NodeProto, per_scope: dict[tuple[str, str], int]) -> str | None:
+    """A dynamo-exported node's name from the module that ran it: ``/m.model.layers.3.attn/MatMul_1``.
+
+    TorchScript names nodes by module path already (``/m/model/layers.3/attn/MatMul_1``); dynamo numbers them
+    through the whole graph (``node_MatMul_45``) and keeps the path in its ``name_scopes`` metadata (module
+    paths, then the FX node). Counting ops per module makes block 1's k-th MatMul the twin of block 0's, which
+    :mod:`.repeat` relies on. ``None`` for nodes without that metadata.
+    """
+    scopes = next((p.value for p in node.metadata_props if p.key == "pkg.torch.onnx.name_scopes"), None)
+    if scopes is None:
+        return None
+    try:
+        path = ast.literal_eval(scopes)
+    except (ValueError, SyntaxError):
+        return None
+    if not isinstance(path, list) or len(path) < 2:
+        return None
+    scope = str(path[-2])
+    k = per_scope.get((scope, node.op_type), 0)
+    per_scope[(scope, node.op_type)] = k + 1
+    return f"/{scope}/{node.op_type}_{k}"
+
+
 def build_ir(
     model: onnx.ModelProto,
     model_ref: str,
@@ -183,12 +207,13 @@ def build_ir(
     data = set(model_inputs)  # values derived from a model input
     origin: dict[str, set[str]] = {p: {p} for p in param_names}  # param-derived value -> its parameters
     nodes: list[Node] = []
+    per_scope: dict[tuple[str, str], int] = {}
     for node in graph.node:
         ins = list(node.input)
         if any(i in data for i in ins if i) and node.op_type not in ("Shape", "Size"):
             nodes.append(
                 Node(
-                    name=node.name or f"{node.op_type}_{len(nodes)}",
+                    name=_scoped_name(node, per_scope) or node.name or f"{node.op_type}_{len(nodes)}",
                     op_type=node.op_type,
                     inputs=[i if i in data else "" for i in ins],
                     outputs=[o for o in node.output if o],

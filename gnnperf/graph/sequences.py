@@ -25,6 +25,12 @@ def _constants(graph: onnx.GraphProto) -> dict[str, np.ndarray]:
     return out
 
 
+def _like(old: onnx.NodeProto, new: onnx.NodeProto) -> onnx.NodeProto:
+    """``new`` with ``old``'s metadata: the dynamo exporter's module path names the node in the IR."""
+    new.metadata_props.extend(old.metadata_props)
+    return new
+
+
 def lower_split_sequences(model: onnx.ModelProto) -> onnx.ModelProto:
     """Return ``model`` with every static ``SplitToSequence`` + ``SequenceAt`` pattern turned into ``Split``.
 
@@ -64,7 +70,7 @@ def lower_split_sequences(model: onnx.ModelProto) -> onnx.ModelProto:
                 replaced[id(user)] = []
             else:  # a second user of the same item reads it through an Identity
                 replaced[id(user)] = [
-                    helper.make_node("Identity", [outputs[k]], [user.output[0]], name=user.name)
+                    _like(user, helper.make_node("Identity", [outputs[k]], [user.output[0]], name=user.name))
                 ]
         axis = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "axis"), 0)
         sizes = node.input[1]
@@ -73,7 +79,7 @@ def lower_split_sequences(model: onnx.ModelProto) -> onnx.ModelProto:
             value = numpy_helper.from_array(np.array(split, dtype=np.int64), sizes)
             new_nodes.append(helper.make_node("Constant", [], [sizes], name=sizes, value=value))
         new_nodes.append(
-            helper.make_node("Split", [node.input[0], sizes], outputs, name=node.name, axis=axis)
+            _like(node, helper.make_node("Split", [node.input[0], sizes], outputs, name=node.name, axis=axis))
         )
     del graph.node[:]
     graph.node.extend(new_nodes)

@@ -160,7 +160,11 @@ def inline_static_ifs(
             model.graph.initializer.extend(branch.initializer)
             nodes.extend(branch.node)
             for inner, outer in zip(branch.output, node.output):
-                nodes.append(helper.make_node("Identity", [inner.name], [outer], name=f"{node.name}/{outer}"))
+                identity = helper.make_node("Identity", [inner.name], [outer], name=f"{node.name}/{outer}")
+                identity.metadata_props.extend(
+                    node.metadata_props
+                )  # the If's module path (see ir._scoped_name)
+                nodes.append(identity)
         del model.graph.node[:]
         model.graph.node.extend(nodes)
     return model

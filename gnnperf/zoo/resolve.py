@@ -229,6 +229,8 @@ def _hf(path: str) -> ModelSpec:
         return HFLogits(model, bool(getattr(c, "is_encoder_decoder", False)))
 
     depth = getattr(config, "num_hidden_layers", None)
+    if isinstance(depth, int) and depth < 1:  # transformers builds an empty (or, below 0, the same) stack
+        raise GnnperfError(f"hf config {path}: num_hidden_layers must be at least 1, got {depth}")
     is_encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     return ModelSpec(
         ref=f"hf:{path}",

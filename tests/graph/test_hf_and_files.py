@@ -39,16 +39,43 @@ def test_hf_builds_the_architecture_class(gpt2_config):
     assert spec.num_layers == 6 and spec.input_kind == "tokens" and spec.vocab_size == 500
 
 
-def test_repeated_blocks_match_full_export(gpt2_config):
+@pytest.mark.parametrize("exporter", ["torchscript", "dynamo"])
+def test_repeated_blocks_match_full_export(gpt2_config, exporter):
     ref = f"hf:{gpt2_config}"
-    full = summarize(build_graph(ref, (32,), shallow=False), 4)
-    repeated = summarize(build_graph(ref, (32,), shallow=True), 4)
+    full = summarize(build_graph(ref, (32,), exporter, shallow=False), 4)
+    repeated = summarize(build_graph(ref, (32,), exporter, shallow=True), 4)
     assert repeated["repeated_blocks"] == {"exported": 2, "depth": 6}
     for key in ("flops", "mat_flops", "bytes", "params", "num_nodes", "num_edges", "op_counts"):
         assert repeated[key] == full[key], key
     # the LM head sees every position: logits are (batch, seq, vocab)
     model = resolve(ref).build()
     assert model(torch.zeros(2, 32, dtype=torch.long)).shape == (2, 32, 500)
+
+
+def test_shared_layer_stack_is_exported_whole(tmp_path):
+    # ALBERT applies one layer num_hidden_layers times: there is no block 1 to repeat
+    cfg = {
+        "model_type": "albert",
+        "architectures": ["AlbertForMaskedLM"],
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "intermediate_size": 128,
+        "embedding_size": 32,
+        "num_hidden_layers": 6,
+        "vocab_size": 300,
+    }
+    path = tmp_path / "albert.json"
+    path.write_text(json.dumps(cfg))
+    ref = f"hf:{path}"
+    deep = summarize(build_graph(ref, (16,)), 1)
+    full = summarize(build_graph(ref, (16,), shallow=False), 1)
+    assert deep["repeated_blocks"] is None
+    for key in ("flops", "params", "num_nodes", "op_counts"):
+        assert deep[key] == full[key], key
+    assert deep["params"] == sum(p.numel() for p in resolve(ref).build().parameters())  # shared: counted once
+    cfg["num_hidden_layers"] = 3
+    path.write_text(json.dumps(cfg))
+    assert summarize(build_graph(ref, (16,)), 1)["op_counts"]["Softmax"] * 2 == deep["op_counts"]["Softmax"]
 
 
 @pytest.mark.slow  # ~2.5 minutes: tracing two 2560-wide blocks at sequence length 2048
@@ -143,6 +170,7 @@ def test_model_too_large_for_memory_is_refused_before_it_is_built(monkeypatch):
         ('{"model_type": "resnet"}', "takes no token ids"),  # a vision config: no token ids to feed
         ('{"model_type": "bert", "architectures": ["BertForNothing"]}', "no class 'BertForNothing'"),
         ('{"model_type": "gpt2", "architectures": "GPT2LMHeadModel"}', "must be a list of class names"),
+        ('{"model_type": "gpt2", "n_layer": -1}', "num_hidden_layers must be at least 1, got -1"),
     ],
 )
 def test_bad_hf_configs_are_user_errors(tmp_path, content, says):
