@@ -10,7 +10,14 @@ import os
 from pathlib import Path
 
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.export import EXPORT_BATCH, OPSET, export_model, load_onnx, onnx_input_shape
+from gnnperf.graph.export import (
+    EXPORT_BATCH,
+    OPSET,
+    export_model,
+    fix_input_shape,
+    load_onnx,
+    onnx_input_shape,
+)
 from gnnperf.graph.ir import IR_VERSION, OpGraph, build_ir
 from gnnperf.graph.repeat import repeat_block
 from gnnperf.zoo.resolve import ModelSpec, resolve
@@ -98,6 +105,8 @@ def build_graph(
                 f"exported; export it again at {','.join(map(str, input_shape))}"
             )
         shape = tuple(input_shape) if input_shape else onnx_input_shape(exported)
+        if as_exported is None:
+            fix_input_shape(exported, shape)
     else:
         exported = None
         shape = spec.input_shape(input_shape)

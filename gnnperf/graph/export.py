@@ -323,6 +323,27 @@ def onnx_input_shape(exported: Exported) -> tuple[int, ...]:
     return tuple(int(d.dim_value) for d in dims)
 
 
+def fix_input_shape(exported: Exported, shape: tuple[int, ...]) -> None:
+    """Give the symbolic non-batch dims of an ONNX file's first data input the values of ``shape``, in place.
+
+    A symbol named there (``seq``) takes its value in every data input that uses it (an attention mask beside
+    the token ids), so that shape inference sees one concrete model at each probed batch.
+    """
+    vi = next(v for v in exported.model.graph.input if v.name == exported.model_inputs[0])
+    dims = vi.type.tensor_type.shape.dim[1:]
+    if len(dims) != len(shape):
+        raise GnnperfError(
+            f"ONNX input '{vi.name}' has {len(dims)} dims after the batch axis; the input shape "
+            f"{','.join(map(str, shape))} has {len(shape)}"
+        )
+    values = {d.dim_param: n for d, n in zip(dims, shape) if d.dim_param}
+    for v in exported.model.graph.input:
+        if v.name in exported.model_inputs:
+            for d in v.type.tensor_type.shape.dim[1:]:
+                if d.dim_param in values:
+                    d.dim_value = values[d.dim_param]  # a oneof: clears dim_param
+
+
 def _first_line(e: BaseException) -> str:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(e)).strip().splitlines()
     return text[0][:300] if text else type(e).__name__

@@ -111,6 +111,31 @@ def test_onnx_file_reference(tmp_path):
         build_graph(str(path), (3, 64, 64))  # its ops' shapes were fixed at export
 
 
+def test_onnx_file_with_symbolic_dims_takes_the_given_shape(tmp_path):
+    class TokensAndMask(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.emb, self.fc = torch.nn.Embedding(50, 16), torch.nn.Linear(16, 4)
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+            return self.fc(self.emb(ids) * mask.unsqueeze(-1))
+
+    path = tmp_path / "tokens.onnx"
+    example = (torch.zeros(2, 8, dtype=torch.long), torch.ones(2, 8))
+    axes = {0: "batch", 1: "seq"}
+    torch.onnx.export(
+        TokensAndMask(), example, str(path), dynamo=False, input_names=["ids", "mask"],
+        dynamic_axes={"ids": axes, "mask": axes},
+    )  # fmt: skip
+    with pytest.raises(GnnperfError, match="symbolic non-batch dims; give --input-shape"):
+        build_graph(str(path))
+    at = {n: summarize(build_graph(str(path), (n,)), 3) for n in (8, 64)}
+    assert at[64]["input_shape"] == [64]
+    assert at[8]["mat_flops"] == 2 * 3 * 8 * 16 * 4 and at[64]["mat_flops"] == 8 * at[8]["mat_flops"]
+    with pytest.raises(GnnperfError, match="has 1 dims after the batch axis; the input shape 3,8 has 2"):
+        build_graph(str(path), (3, 8))
+
+
 def test_cache_hit_skips_export_and_survives_processes(tmp_path, monkeypatch):
     ref = "tests.graph.factories:tiny_cnn"
     first = build_graph(ref, (3, 8, 8), cache=GraphCache(tmp_path))
