@@ -4,7 +4,7 @@ function that returns its results."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,6 +13,7 @@ from gnnperf.errors import GnnperfError, quiet_library_warnings
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
+    from omegaconf import DictConfig
 
 # The repository's conf/ (absolute: Hydra reads a relative path as a Python module under console scripts).
 CONF_DIR = str(Path(__file__).resolve().parents[2] / "conf")
@@ -38,7 +39,12 @@ def user_errors(prog: str) -> Iterator[None]:
         sys.exit(2)
 
 
-def check_command_line(prog: str, config_name: str, argv: Sequence[str] | None = None) -> None:
+def check_command_line(
+    prog: str,
+    config_name: str,
+    argv: Sequence[str] | None = None,
+    check: Callable[[DictConfig], None] | None = None,
+) -> None:
     """Compose the config a Hydra command line asks for before Hydra runs it.
 
     A mistake in it (an unknown group option such as ``model=foo``, a key the config does not have, an override
@@ -47,6 +53,8 @@ def check_command_line(prog: str, config_name: str, argv: Sequence[str] | None =
     (with the other keys at their first value), so a bad one does not wait for the jobs before it. Hydra's own
     flags (``--help``, ``--info``...) are left to it. A value the config leaves to the command line (``???``,
     gnnperf-eval's ``checkpoint``) and that is not given is an error too. A composition takes a fraction of a second.
+    ``check`` runs on every composed job config: the app's own checks that need no data (a fold past num_folds in a
+    sweep's last job), raising :class:`GnnperfError`.
     """
     from hydra import compose, initialize_config_dir
     from hydra._internal.utils import get_args_parser  # Hydra's own command-line grammar; no public one
@@ -72,7 +80,9 @@ def check_command_line(prog: str, config_name: str, argv: Sequence[str] | None =
                 missing = _missing_keys(OmegaConf.to_container(cfg, resolve=False))
                 if missing:  # a value the config leaves to the command line (gnnperf-eval's checkpoint)
                     raise ValueError(f"{', '.join(missing)} must be given ({missing[0]}=...)")
-    except (HydraException, OmegaConfBaseException, ValueError) as e:
+                if check is not None:
+                    check(cfg)
+    except (HydraException, OmegaConfBaseException, ValueError, GnnperfError) as e:
         print(f"{prog}: error: {_one_line(e)}", file=sys.stderr)
         sys.exit(2)
 

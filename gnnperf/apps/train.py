@@ -18,9 +18,23 @@ log = logging.getLogger("gnnperf.train")
 
 
 def check_before_fit(cfg: DictConfig) -> None:
-    """Values that would otherwise fail (or train nothing) only after the data is processed: one line now."""
-    from gnnperf.baselines import get_baseline
+    """Values that would otherwise fail (or train nothing) only after the data is processed: one line now.
 
+    It needs no data, so it also runs on every job of a sweep before the first one starts.
+    """
+    from gnnperf.baselines import get_baseline
+    from gnnperf.data.splits import check_split_args
+    from gnnperf.predictor.fallback import check_fallback_name
+
+    if cfg.get("unseen_op_fallback"):
+        check_fallback_name(str(cfg.unseen_op_fallback))
+    if not 0 < number(cfg.interval, "interval", float) < 1:
+        raise GnnperfError(f"interval: expected a coverage between 0 and 1, got {cfg.interval}")
+    number(cfg.seed, "seed")
+    kwargs = cfg.data.get("split_kwargs") or {}
+    check_split_args(
+        str(cfg.data.split), number(cfg.data.fold, "fold"), number(cfg.data.num_folds, "num_folds"), **kwargs
+    )
     number(cfg.trainer.max_epochs, "trainer.max_epochs", minimum=1)  # 0 would save an untrained network
     lr = (cfg.model.get("optimizer") or {}).get("lr")
     if lr is not None and not number(lr, "model.optimizer.lr", float) > 0:
@@ -48,15 +62,11 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.hardware.table import spec_to_dict
     from gnnperf.predictor.checkpoint import save_predictor
     from gnnperf.predictor.coverage import coverage
-    from gnnperf.predictor.fallback import UnseenOpFallback, check_fallback_name
+    from gnnperf.predictor.fallback import UnseenOpFallback
 
-    if cfg.get("unseen_op_fallback"):
-        check_fallback_name(str(cfg.unseen_op_fallback))  # a bad name fails now, not after training
     check_before_fit(cfg)
-    pl.seed_everything(number(cfg.seed, "seed"), workers=True)
+    pl.seed_everything(int(cfg.seed), workers=True)
     torch.set_num_threads(number(cfg.get("threads", 1) or 1, "threads"))
-    if not 0 < number(cfg.interval, "interval", float) < 1:
-        raise GnnperfError(f"interval: expected a coverage between 0 and 1, got {cfg.interval}")
     dm = instantiate(cfg.data)
     dm.setup()
     for part in ("train", "val", "test"):
@@ -164,7 +174,7 @@ def run(cfg: DictConfig) -> float | None:
 
 def main() -> None:
     """The ``gnnperf-train`` command: the command line is checked (one line, exit 2, on a mistake), then Hydra runs it."""
-    check_command_line("gnnperf-train", "train")
+    check_command_line("gnnperf-train", "train", check=check_before_fit)
     run()
 
 

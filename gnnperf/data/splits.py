@@ -148,8 +148,6 @@ def holdout_family(
     """
     listed = select_samples(samples, family_query) if family_query else samples
     families = np.unique(listed["family"].to_numpy())
-    if fold >= num_folds:
-        raise GnnperfError(f"holdout_family fold {fold} is not below num_folds {num_folds}")
     test_families = families[fold::num_folds]
     if len(test_families) == len(families):
         raise GnnperfError(
@@ -242,6 +240,23 @@ def holdout_hardware(
     return holdout_group(samples, seed, fold, num_folds, columns=["hardware"], val_frac=val_frac)
 
 
+# Splits whose fold picks one of num_folds chunks (random and holdout_model only without a test_frac); the others
+# count their folds in the data (devices, value groups) or have one.
+FOLDS_BELOW_NUM_FOLDS = frozenset({"holdout_family", "random", "holdout_model"})
+
+
+def check_split_args(name: str, fold: int, num_folds: int, **kw: Any) -> None:
+    """What can be checked of a split without the data: its name and its fold (before a sweep's jobs start)."""
+    if name not in SPLITS:
+        raise GnnperfError(
+            f"unknown split '{name}'{suggest(name, SPLITS)}; known: {', '.join(sorted(SPLITS))}"
+        )
+    if num_folds < 1 or fold < 0:
+        raise GnnperfError(f"bad fold {fold} of num_folds {num_folds}: expected fold >= 0 and num_folds >= 1")
+    if name in FOLDS_BELOW_NUM_FOLDS and kw.get("test_frac") is None and fold >= num_folds:
+        raise GnnperfError(f"{name} fold {fold} is not below num_folds {num_folds}")
+
+
 def make_split(
     name: str,
     samples: pd.DataFrame,
@@ -262,12 +277,7 @@ def make_split(
     Raises:
         GnnperfError: unknown split name, bad fold, or a split that leaves a part empty.
     """
-    if name not in SPLITS:
-        raise GnnperfError(
-            f"unknown split '{name}'{suggest(name, SPLITS)}; known: {', '.join(sorted(SPLITS))}"
-        )
-    if num_folds < 1 or fold < 0:
-        raise GnnperfError(f"bad fold {fold} of num_folds {num_folds}: expected fold >= 0 and num_folds >= 1")
+    check_split_args(name, fold, num_folds, **kw)
     split = SPLITS[name](samples, seed=seed, fold=fold, num_folds=num_folds, **kw)
     split = {p: np.sort(np.asarray(split[p], dtype=np.int64)) for p in PARTS}
     what = f"split {name} (seed {seed}, fold {fold})"

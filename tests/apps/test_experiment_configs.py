@@ -173,13 +173,16 @@ def test_entry_points_drop_lightnings_logger_advertisement_and_keep_its_other_li
             ["-m", "split.fold=0,1", "model=gine,foo"],
             "Could not find 'model/foo'",
         ),  # a later value of a sweep
+        (["-m", "split.fold=0,9"], "holdout_family fold 9 is not below num_folds 5"),  # before fold 0 trains
+        (["-m", "interval=0.9,1.5"], "interval: expected a coverage between 0 and 1, got 1.5"),
     ],
 )
 def test_a_bad_hydra_command_line_is_one_line_and_exit_2_before_hydra_runs(argv, message, capsys):
     from gnnperf.apps import check_command_line
+    from gnnperf.apps.train import check_before_fit
 
     with pytest.raises(SystemExit) as ended:
-        check_command_line("gnnperf-train", "train", argv)
+        check_command_line("gnnperf-train", "train", argv, check=check_before_fit)
     assert ended.value.code == 2
     err = capsys.readouterr().err
     assert err.startswith("gnnperf-train: error: ") and message in err and err.count("\n") == 1, err
@@ -195,8 +198,9 @@ def test_a_bad_hydra_command_line_is_one_line_and_exit_2_before_hydra_runs(argv,
 )
 def test_a_good_hydra_command_line_passes_the_check(argv, capsys):
     from gnnperf.apps import check_command_line
+    from gnnperf.apps.train import check_before_fit
 
-    check_command_line("gnnperf-train", "train", argv)
+    check_command_line("gnnperf-train", "train", argv, check=check_before_fit)
     assert capsys.readouterr().err == ""
 
 
