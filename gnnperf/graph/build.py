@@ -13,6 +13,7 @@ from gnnperf.errors import GnnperfError
 from gnnperf.graph.export import (
     EXPORT_BATCH,
     OPSET,
+    Exported,
     export_model,
     fix_input_shape,
     load_onnx,
@@ -134,7 +135,14 @@ def build_graph(
     return graph
 
 
-def _export_ir(spec, shape, exporter, shallow, export_batch, exported=None) -> OpGraph:
+def _export_ir(
+    spec: ModelSpec,
+    shape: tuple[int, ...],
+    exporter: str,
+    shallow: bool,
+    export_batch: int,
+    exported: Exported | None = None,
+) -> OpGraph:
     """Export (unless ``exported`` is an ONNX file's) and build the IR, two blocks repeated where ``shallow``.
 
     A stack whose blocks are not two distinct copies (ALBERT applies one shared layer ``depth`` times, so its

@@ -336,6 +336,10 @@ def fix_input_shape(exported: Exported, shape: tuple[int, ...]) -> None:
             f"ONNX input '{vi.name}' has {len(dims)} dims after the batch axis; the input shape "
             f"{','.join(map(str, shape))} has {len(shape)}"
         )
+    fixed = [(i, d.dim_value, n) for i, (d, n) in enumerate(zip(dims, shape), 1) if d.HasField("dim_value")]
+    for i, was, given in fixed:
+        if was != given:
+            raise GnnperfError(f"ONNX input '{vi.name}' has {was} at dim {i}; the input shape gives {given}")
     values = {d.dim_param: n for d, n in zip(dims, shape) if d.dim_param}
     for v in exported.model.graph.input:
         if v.name in exported.model_inputs:

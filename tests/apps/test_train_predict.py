@@ -118,7 +118,9 @@ def test_train_returns_metrics_and_writes_a_predictor(trained):
         assert key in metrics and metrics[key] == metrics[key]  # present and not NaN
     comparison = json.loads((ckpt.parent / "comparison.json").read_text())
     assert set(comparison) == {"gnn", "flops", "gbm"}
-    assert read_checkpoint(ckpt)["gnnperf"]["metrics"] == json.loads((ckpt.parent / "metrics.json").read_text())
+    assert read_checkpoint(ckpt)["gnnperf"]["metrics"] == json.loads(
+        (ckpt.parent / "metrics.json").read_text()
+    )
     preds = read_predictions(ckpt.parent)  # what the experiment scripts read back
     assert set(preds["predictor"]) == {"gnn", "flops", "gbm"}
     assert preds.groupby("predictor")["sample_id"].apply(frozenset).nunique() == 1  # same test rows for all

@@ -134,6 +134,14 @@ def test_onnx_file_with_symbolic_dims_takes_the_given_shape(tmp_path):
     assert at[8]["mat_flops"] == 2 * 3 * 8 * 16 * 4 and at[64]["mat_flops"] == 8 * at[8]["mat_flops"]
     with pytest.raises(GnnperfError, match="has 1 dims after the batch axis; the input shape 3,8 has 2"):
         build_graph(str(path), (3, 8))
+    conv = tmp_path / "conv.onnx"
+    torch.onnx.export(
+        torch.nn.Conv2d(3, 4, 3), (torch.randn(2, 3, 8, 8),), str(conv), dynamo=False, input_names=["x"],
+        dynamic_axes={"x": {0: "batch", 2: "h", 3: "w"}},
+    )  # fmt: skip
+    assert summarize(build_graph(str(conv), (3, 16, 16)), 1)["input_shape"] == [3, 16, 16]
+    with pytest.raises(GnnperfError, match="has 3 at dim 1; the input shape gives 1"):
+        build_graph(str(conv), (1, 16, 16))
 
 
 def test_cache_hit_skips_export_and_survives_processes(tmp_path, monkeypatch):
