@@ -244,6 +244,9 @@ def export_model(
             return Exported(proto, name, names, trainable)
         except Exception as e:
             log.debug("%s exporter failed on %s", name, spec.ref, exc_info=True)
+            # the dynamo exporter's own message is advice ("step 1/3 ... Next steps:"); its cause says what failed
+            if isinstance(e, torch.onnx.OnnxExporterError) and e.__cause__ is not None:
+                e = e.__cause__
             errors.append(f"{name} exporter: {type(e).__name__}: {_first_line(e)}")
     raise GnnperfError(f"export of {spec.ref} failed; " + "; ".join(errors))
 
