@@ -201,6 +201,14 @@ def _dynamo(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.Model
     return program.model_proto
 
 
+def _run_eagerly(model: torch.nn.Module, args: tuple) -> None:
+    """One forward before the dynamo exporter, which traces with fake tensors: an error that depends on values
+    (a token position past the position table) would not stop it, and the graph would price a model that
+    cannot run. TorchScript traces with the real inputs and stops there itself."""
+    with torch.no_grad():
+        model(*args)
+
+
 def export_model(
     spec: ModelSpec,
     input_shape: tuple[int, ...],
@@ -235,11 +243,14 @@ def export_model(
         with torch.no_grad():  # lazy modules (nn.LazyLinear) get their shapes from a first forward
             model(*args)
     names = list(spec.input_names)
-    trainable = {n for n, _ in model.named_parameters()}
+    # every name of a tied weight (GPT-2's lm_head and wte): the dynamo exporter may name it by either
+    trainable = {n for n, _ in model.named_parameters(remove_duplicate=False)}
     errors = []
     for name in EXPORTERS if exporter == "auto" else (exporter,):
         try:
             with _quiet():
+                if name == "dynamo":
+                    _run_eagerly(model, args)
                 proto = (_torchscript if name == "torchscript" else _dynamo)(model, args, names)
             return Exported(proto, name, names, trainable)
         except Exception as e:

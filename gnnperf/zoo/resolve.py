@@ -68,6 +68,10 @@ class ModelSpec:
         return self.builder(num_layers)
 
     def input_shape(self, shape: tuple[int, ...] | None) -> tuple[int, ...]:
+        if shape and self.input_kind == "tokens" and len(shape) != 1:  # (3, 224) would be 3x the batch
+            raise GnnperfError(
+                f"{self.ref} takes token ids: its input shape is one sequence length, got {','.join(map(str, shape))}"
+            )
         return tuple(shape) if shape else self.default_input_shape
 
     def make_inputs(
@@ -196,7 +200,8 @@ def _hf(path: str) -> ModelSpec:
         raise GnnperfError("hf: references need the 'transformers' package") from None
 
     def make_config(num_layers: int | None):
-        kw = {k: v for k, v in cfg.items() if k != "model_type"}
+        # the precision is the workload's (--precision), not the config's torch_dtype (most hub configs have one)
+        kw = {k: v for k, v in cfg.items() if k not in ("model_type", "torch_dtype", "dtype")}
         config = transformers.AutoConfig.for_model(cfg["model_type"], **kw)
         if num_layers is not None:
             config.num_hidden_layers = num_layers
@@ -216,11 +221,26 @@ def _hf(path: str) -> ModelSpec:
     cls = getattr(transformers, archs[0], None) if archs else None
     if archs and cls is None:
         raise GnnperfError(f"hf config {path}: transformers has no class '{archs[0]}' (its 'architectures')")
-    if not hasattr(config, "vocab_size"):
+    if cls is not None and not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
         raise GnnperfError(
-            f"hf config {path}: a {cfg['model_type']} model takes no token ids (no vocab_size); hf: references are "
-            "text models, export others to ONNX or give a package.module:factory"
+            f"hf config {path}: '{archs[0]}' (its 'architectures') is not a transformers model class"
         )
+    if cls is not None and not isinstance(config, cls.config_class):
+        raise GnnperfError(
+            f"hf config {path}: '{archs[0]}' (its 'architectures') takes a {cls.config_class.__name__}, not the "
+            f"{type(config).__name__} of model_type '{cfg['model_type']}'"
+        )
+    try:
+        main_input = (cls or transformers.MODEL_MAPPING[type(config)]).main_input_name
+    except (KeyError, AttributeError):  # a config type without a base model class: told by vocab_size alone
+        main_input = "input_ids"
+    if not hasattr(config, "vocab_size") or main_input != "input_ids":
+        raise GnnperfError(
+            f"hf config {path}: a {cfg['model_type']} model takes no token ids (its input is {main_input}); hf: "
+            "references are text models, export others to ONNX or give a package.module:factory"
+        )
+    if not isinstance(config.vocab_size, int) or config.vocab_size < 1:
+        raise GnnperfError(f"hf config {path}: vocab_size must be at least 1, got {config.vocab_size!r}")
 
     def build(num_layers: int | None) -> nn.Module:
         c = make_config(num_layers)
