@@ -24,6 +24,9 @@ from gnnperf.graph.repeat import repeat_block
 from gnnperf.zoo.resolve import ModelSpec, resolve
 
 log = logging.getLogger(__name__)
+# Bump when the same hf config builds another graph (2: torch_dtype ignored, tied weights counted once by the dynamo
+# exporter): its cached graphs are built again, and only those (IR_VERSION would re-export every graph).
+HF_READ_VERSION = 2
 SHALLOW_ABOVE = 4  # stacks deeper than this are exported with two blocks and repeated (see .repeat)
 
 
@@ -181,4 +184,5 @@ def _source_digest(spec) -> str | None:
         path = Path(found.origin) if found is not None and found.origin else None
     if path is None or not path.is_file():
         return None
-    return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    salt = f"hf-read-{HF_READ_VERSION}".encode() if spec.ref.startswith("hf:") else b""
+    return hashlib.sha256(salt + path.read_bytes()).hexdigest()[:16]

@@ -47,6 +47,10 @@ def test_repeated_blocks_match_full_export(gpt2_config, exporter):
     assert repeated["repeated_blocks"] == {"exported": 2, "depth": 6}
     for key in ("flops", "mat_flops", "bytes", "params", "num_nodes", "num_edges", "op_counts"):
         assert repeated[key] == full[key], key
+    # the LM head's weight is tied to the embedding: counted once, whichever name the exporter kept
+    assert full["params"] == sum(p.numel() for p in resolve(ref).build().parameters())
+    with pytest.raises(GnnperfError, match="IndexError: index out of range"):  # 256 tokens, 128 positions
+        build_graph(ref, (256,), exporter)  # the dynamo exporter's fake tensors alone would not stop it
     # the LM head sees every position: logits are (batch, seq, vocab)
     model = resolve(ref).build()
     assert model(torch.zeros(2, 32, dtype=torch.long)).shape == (2, 32, 500)
@@ -204,6 +208,16 @@ def test_model_too_large_for_memory_is_refused_before_it_is_built(monkeypatch):
         ('{"model_type": "bert", "architectures": ["BertForNothing"]}', "no class 'BertForNothing'"),
         ('{"model_type": "gpt2", "architectures": "GPT2LMHeadModel"}', "must be a list of class names"),
         ('{"model_type": "gpt2", "n_layer": -1}', "num_hidden_layers must be at least 1, got -1"),
+        ('{"model_type": "gpt2", "vocab_size": 0}', "vocab_size must be at least 1, got 0"),
+        (
+            '{"model_type": "whisper", "vocab_size": 100}',
+            "takes no token ids \\(its input is input_features\\)",
+        ),
+        (
+            '{"model_type": "gpt2", "architectures": ["LlamaForCausalLM"]}',
+            "takes a LlamaConfig, not the GPT2Config",
+        ),
+        ('{"model_type": "gpt2", "architectures": ["GPT2Tokenizer"]}', "is not a transformers model class"),
     ],
 )
 def test_bad_hf_configs_are_user_errors(tmp_path, content, says):
@@ -216,7 +230,20 @@ def test_bad_hf_configs_are_user_errors(tmp_path, content, says):
         resolve(f"hf:{path}")
 
 
-def test_a_cached_graph_of_an_edited_hf_config_is_built_again(gpt2_config, tmp_path):
+def test_hf_config_dtype_and_token_input_shape(gpt2_config):
+    ref = f"hf:{gpt2_config}"
+    fp32 = summarize(build_graph(ref, (16,)), 1)
+    cfg = json.loads(gpt2_config.read_text())
+    gpt2_config.write_text(json.dumps({**cfg, "torch_dtype": "float16"}))  # hub configs carry one
+    assert summarize(build_graph(ref, (16,)), 1)["bytes"] == fp32["bytes"]  # the workload sets the precision
+    with pytest.raises(GnnperfError, match="its input shape is one sequence length, got 3,16"):
+        build_graph(ref, (3, 16))
+
+
+def test_a_cached_graph_of_an_edited_hf_config_is_built_again(gpt2_config, tmp_path, monkeypatch):
+    def no_export(*a, **k):
+        raise AssertionError("exported again")
+
     cache = GraphCache(tmp_path / "cache")
     small = build_graph(f"hf:{gpt2_config}", (16,), cache=cache)
     cfg = json.loads(gpt2_config.read_text())
@@ -224,6 +251,11 @@ def test_a_cached_graph_of_an_edited_hf_config_is_built_again(gpt2_config, tmp_p
     wider = build_graph(f"hf:{gpt2_config}", (16,), cache=cache)
     assert wider.param_count() > small.param_count()
     assert build_graph(f"hf:{gpt2_config}", (16,), cache=cache).param_count() == wider.param_count()
+    # a gnnperf that reads hf configs differently builds their cached graphs again
+    monkeypatch.setattr("gnnperf.graph.build.HF_READ_VERSION", 99)
+    monkeypatch.setattr("gnnperf.graph.build.export_model", no_export)
+    with pytest.raises(AssertionError, match="exported again"):
+        build_graph(f"hf:{gpt2_config}", (16,), cache=cache)
 
 
 def test_inputs_that_cannot_be_made_are_a_user_error():
