@@ -225,7 +225,7 @@ def _hf(path: str) -> ModelSpec:
         raise GnnperfError(
             f"hf config {path}: '{archs[0]}' (its 'architectures') is not a transformers model class"
         )
-    if cls is not None and not isinstance(config, cls.config_class):
+    if cls is not None and cls.config_class is not None and not isinstance(config, cls.config_class):
         raise GnnperfError(
             f"hf config {path}: '{archs[0]}' (its 'architectures') takes a {cls.config_class.__name__}, not the "
             f"{type(config).__name__} of model_type '{cfg['model_type']}'"
@@ -235,9 +235,10 @@ def _hf(path: str) -> ModelSpec:
     except (KeyError, AttributeError):  # a config type without a base model class: told by vocab_size alone
         main_input = "input_ids"
     if not hasattr(config, "vocab_size") or main_input != "input_ids":
+        why = f"its input is {main_input}" if main_input != "input_ids" else "no vocab_size"
         raise GnnperfError(
-            f"hf config {path}: a {cfg['model_type']} model takes no token ids (its input is {main_input}); hf: "
-            "references are text models, export others to ONNX or give a package.module:factory"
+            f"hf config {path}: a {cfg['model_type']} model takes no token ids ({why}); hf: references are text "
+            "models, export others to ONNX or give a package.module:factory"
         )
     if not isinstance(config.vocab_size, int) or config.vocab_size < 1:
         raise GnnperfError(f"hf config {path}: vocab_size must be at least 1, got {config.vocab_size!r}")
