@@ -84,7 +84,8 @@ def _print_tables(s: dict, top: int) -> None:
     table = Table(
         title=f"{s['model']}  batch {s['batch_size']}  input {s['input_shape']}  ({s['exporter']} exporter)"
     )
-    for col in ("op", "count", "GFLOPs", "share", "MB moved", "params"):
+    # per op: the parameters and buffers it reads, a shared weight once per use; the model's count is below
+    for col in ("op", "count", "GFLOPs", "share", "MB moved", "params read"):
         table.add_column(col, justify="left" if col == "op" else "right")
     total = s["flops"] or 1.0
     for op, row in list(s["ops"].items())[:top]:
@@ -98,13 +99,14 @@ def _print_tables(s: dict, top: int) -> None:
         )
     table.add_section()
     table.add_row(
-        "total", str(s["num_nodes"]), g(s["flops"]), "100%", f"{s['bytes'] / 1e6:,.1f}", f"{s['params']:,}"
-    )
+        "total", str(s["num_nodes"]), g(s["flops"]), "100%", f"{s['bytes'] / 1e6:,.1f}",
+        f"{sum(row['params'] for row in s['ops'].values()):,}",
+    )  # fmt: skip
     console = Console()
     console.print(table)
     console.print(
         f"nodes {s['num_nodes']}  edges {s['num_edges']}  forward GFLOPs {g(s['flops'])} "
-        f"(matrix {g(s['mat_flops'])})  params {s['params'] / 1e6:.2f} M"
+        f"(matrix {g(s['mat_flops'])})  params {s['params'] / 1e6:.2f} M (trainable)"
     )
     if s["unknown_ops"]:
         console.print(f"[yellow]no cost rule (counted as OTHER, zero FLOPs): {s['unknown_ops']}[/]")
