@@ -146,21 +146,17 @@ def read(path: str | Path, limit: int | None = None) -> tuple[list[dict[str, Any
 
 
 def _config(path: Path) -> tuple[str, str] | str:
-    """(``hf:`` reference, model type) of a model config, or the reason it cannot be used."""
+    """(``hf:`` reference, model type) of a model config, or the reason it cannot be used.
+
+    As the other adapters do, a row whose model cannot be built (a missing or unreadable config too) is reported,
+    not imported; resolving reads the file and says which of these it is.
+    """
     from gnnperf.zoo.resolve import resolve  # imports torch and transformers: only when a label is read
 
     try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return f"model config {path} is missing"
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        return f"model config {path} is unreadable: {e}"
-    if not isinstance(cfg, dict) or not cfg.get("model_type"):
-        return f"model config {path} has no model_type"
-    try:  # as the other adapters do: a row whose model cannot be built is reported, not imported
         spec = resolve(f"hf:{path}")
     except GnnperfError as e:
-        return f"model config cannot be built: {e}"
+        return f"model config cannot be used: {e}"
     return spec.ref, spec.family
 
 
