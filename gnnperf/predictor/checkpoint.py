@@ -39,14 +39,24 @@ def code_versions() -> dict[str, Any]:
     }
 
 
-def check_compatible(hparams: Mapping[str, Any]) -> None:
-    """Raise GnnperfError listing every version or feature list in ``hparams`` that differs from the code."""
+def check_compatible(hparams: Mapping[str, Any], extras: Mapping[str, Any] | None = None) -> None:
+    """Raise GnnperfError listing every version or feature list in ``hparams`` that differs from the code.
+
+    Another hardware table is compatible when every device the checkpoint trained on that is in the table has the
+    hardware features it was trained with (``extras``: the checkpoint's ``gnnperf`` entry, whose training record
+    holds those specs): a corrected or added spec of a device it never saw changes only that device's predictions.
+    """
     diffs = []
     for key, code in code_versions().items():
         saved = hparams.get(key)
         if key.endswith("_version"):
-            if saved != code:
-                diffs.append(f"checkpoint {key.upper()} {saved} != code {code}")
+            if saved == code:
+                continue
+            changed = _changed_trained_devices(extras) if key == "hardware_table_version" else None
+            if changed == []:
+                continue
+            note = f" (hardware features changed for {', '.join(changed)})" if changed else ""
+            diffs.append(f"checkpoint {key.upper()} {saved} != code {code}{note}")
         elif list(saved or []) != code:
             extra = sorted(set(saved or []) - set(code))[:3]
             lacking = sorted(set(code) - set(saved or []))[:3]
@@ -56,6 +66,27 @@ def check_compatible(hparams: Mapping[str, Any]) -> None:
             diffs.append(f"checkpoint {key} differ from code ({detail})")
     if diffs:
         raise GnnperfError("incompatible checkpoint: " + "; ".join(diffs))
+
+
+def _changed_trained_devices(extras: Mapping[str, Any] | None) -> list[str] | None:
+    """Trained devices whose hardware features differ in the packaged table; None without a training record."""
+    import numpy as np
+
+    from gnnperf.hardware.table import load_table, spec_from_dict
+    from gnnperf.hardware.vector import hardware_vector
+
+    records = ((extras or {}).get("trained_on") or {}).get("hardware_specs")
+    if not records:
+        return None
+    table = load_table()
+    return [
+        name
+        for name, record in sorted(records.items())
+        if name in table
+        and not np.array_equal(
+            hardware_vector(spec_from_dict(record)), hardware_vector(table[name]), equal_nan=True
+        )
+    ]
 
 
 def build_model(hparams: Mapping[str, Any], stats: Stats | None = None) -> PerfGNN:
@@ -141,7 +172,7 @@ def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any
         raise not_a_predictor(path)
     hparams = dict(ckpt["hyper_parameters"])
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    check_compatible(hparams)
+    check_compatible(hparams, ckpt.get("gnnperf"))
     model = build_model(hparams)
     model.load_state_dict(state)
     return model.eval(), hparams, dict(ckpt.get("gnnperf", {}))

@@ -156,12 +156,12 @@ class PerfModule(pl.LightningModule):
         }
 
     def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        """Refuse a checkpoint made with other features or another hardware table (also on Trainer resume).
+        """Refuse a checkpoint made with other features, or specs of its devices (also on Trainer resume).
 
         A predictor checkpoint's ``gnnperf`` entry (see :func:`gnnperf.predictor.checkpoint.save_predictor`) is kept as
         ``self.extras``.
         """
-        check_compatible(checkpoint.get("hyper_parameters", {}))
+        check_compatible(checkpoint.get("hyper_parameters", {}), checkpoint.get("gnnperf"))
         self.extras = dict(checkpoint.get("gnnperf", {}))
 
     @classmethod

@@ -81,3 +81,23 @@ def test_incompatible_checkpoint_is_refused(fitted, tmp_path, key, value, messag
         PerfModule.load(tmp_path / "old.ckpt")
     with pytest.raises(GnnperfError, match="not found"):
         PerfModule.load(tmp_path / "missing.ckpt")
+
+
+def test_another_hardware_table_is_compatible_while_the_trained_devices_keep_their_specs(tmp_path):
+    from gnnperf.predict import SHIPPED_CHECKPOINT
+    from gnnperf.predictor.checkpoint import load_model
+
+    checkpoint = torch.load(SHIPPED_CHECKPOINT, weights_only=True)
+    checkpoint["hyper_parameters"]["hardware_table_version"] = (
+        "deadbeef"  # e.g. an unseen GPU's spec corrected
+    )
+    torch.save(checkpoint, tmp_path / "table.ckpt")
+    assert load_model(tmp_path / "table.ckpt")[1]["hardware_table_version"] == "deadbeef"
+    checkpoint["gnnperf"]["trained_on"]["hardware_specs"]["rtx-3090"]["peak_fp32_tflops"] = 1.0
+    torch.save(checkpoint, tmp_path / "specs.ckpt")
+    with pytest.raises(
+        GnnperfError, match=r"deadbeef != code \w+ \(hardware features changed for rtx-3090\)"
+    ):
+        load_model(tmp_path / "specs.ckpt")
+    with pytest.raises(GnnperfError, match="hardware features changed for rtx-3090"):
+        PerfModule.load(tmp_path / "specs.ckpt")
