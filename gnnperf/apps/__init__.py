@@ -87,6 +87,19 @@ def check_command_line(
         sys.exit(2)
 
 
+def check_data_split(cfg: DictConfig) -> None:
+    """The seed and the split of a train or eval config, as far as they can be checked without the data."""
+    from gnnperf.data.splits import check_split_args
+    from gnnperf.errors import number
+
+    number(cfg.seed, "seed")
+    data = cfg.data
+    kwargs = data.get("split_kwargs") or {}
+    check_split_args(
+        str(data.split), number(data.fold, "fold"), number(data.num_folds, "num_folds"), **kwargs
+    )
+
+
 def _missing_keys(node: object, prefix: str = "") -> list[str]:
     """Dotted keys whose value is ``???``, read without resolving interpolations (``${hydra:...}`` needs a run)."""
     if isinstance(node, dict):

@@ -10,8 +10,19 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig
 
-from gnnperf.apps import CONF_DIR, check_command_line, user_errors
+from gnnperf.apps import CONF_DIR, check_command_line, check_data_split, user_errors
 from gnnperf.errors import GnnperfError, number
+
+
+def check_before_eval(cfg: DictConfig) -> None:
+    """What can be checked without the data, also on every job of a sweep before the first one starts."""
+    from gnnperf.baselines import get_baseline
+
+    check_data_split(cfg)
+    for name in cfg.get("baselines") or []:
+        get_baseline(str(name))
+    if not Path(str(cfg.checkpoint)).is_file():
+        raise GnnperfError(f"checkpoint not found: {cfg.checkpoint}")
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -25,6 +36,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.predictor.checkpoint import load_fallback, not_a_predictor
     from gnnperf.predictor.module import PerfModule
 
+    check_before_eval(cfg)
     pl.seed_everything(number(cfg.seed, "seed"))
     module = PerfModule.load(cfg.checkpoint)
     if not module.extras:  # Lightning's checkpoints/best.ckpt
@@ -91,7 +103,7 @@ def run(cfg: DictConfig) -> None:
 
 def main() -> None:
     """The ``gnnperf-eval`` command: the command line is checked (one line, exit 2, on a mistake), then Hydra runs it."""
-    check_command_line("gnnperf-eval", "eval")
+    check_command_line("gnnperf-eval", "eval", check=check_before_eval)
     run()
 
 

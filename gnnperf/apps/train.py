@@ -11,7 +11,7 @@ from typing import Any
 import hydra
 from omegaconf import DictConfig, OmegaConf
 
-from gnnperf.apps import CONF_DIR, check_command_line, user_errors
+from gnnperf.apps import CONF_DIR, check_command_line, check_data_split, user_errors
 from gnnperf.errors import GnnperfError, number
 
 log = logging.getLogger("gnnperf.train")
@@ -23,18 +23,13 @@ def check_before_fit(cfg: DictConfig) -> None:
     It needs no data, so it also runs on every job of a sweep before the first one starts.
     """
     from gnnperf.baselines import get_baseline
-    from gnnperf.data.splits import check_split_args
     from gnnperf.predictor.fallback import check_fallback_name
 
     if cfg.get("unseen_op_fallback"):
         check_fallback_name(str(cfg.unseen_op_fallback))
     if not 0 < number(cfg.interval, "interval", float) < 1:
         raise GnnperfError(f"interval: expected a coverage between 0 and 1, got {cfg.interval}")
-    number(cfg.seed, "seed")
-    kwargs = cfg.data.get("split_kwargs") or {}
-    check_split_args(
-        str(cfg.data.split), number(cfg.data.fold, "fold"), number(cfg.data.num_folds, "num_folds"), **kwargs
-    )
+    check_data_split(cfg)
     number(cfg.trainer.max_epochs, "trainer.max_epochs", minimum=1)  # 0 would save an untrained network
     lr = (cfg.model.get("optimizer") or {}).get("lr")
     if lr is not None and not number(lr, "model.optimizer.lr", float) > 0:

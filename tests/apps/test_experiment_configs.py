@@ -211,3 +211,23 @@ def test_gnnperf_eval_without_a_checkpoint_is_one_line(capsys):
         check_command_line("gnnperf-eval", "eval", ["split.fold=1"])
     err = capsys.readouterr().err
     assert ended.value.code == 2 and err == "gnnperf-eval: error: checkpoint must be given (checkpoint=...)\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["-m", "checkpoint=SHIPPED", "split.fold=0,9"], "holdout_family fold 9 is not below num_folds 5"),
+        (["checkpoint=/nonexistent/predictor.ckpt"], "checkpoint not found: /nonexistent/predictor.ckpt"),
+        (["checkpoint=SHIPPED", "baselines=[flops,flop]"], "unknown baseline 'flop'"),
+    ],
+)
+def test_gnnperf_eval_checks_what_needs_no_data_before_hydra_runs(argv, message, capsys):
+    from gnnperf.apps import check_command_line
+    from gnnperf.apps.evaluate import check_before_eval
+    from gnnperf.predict import SHIPPED_CHECKPOINT
+
+    argv = [a.replace("SHIPPED", str(SHIPPED_CHECKPOINT)) for a in argv]
+    with pytest.raises(SystemExit) as ended:
+        check_command_line("gnnperf-eval", "eval", argv, check=check_before_eval)
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and err.startswith("gnnperf-eval: error: ") and message in err, err
