@@ -161,9 +161,8 @@ def inline_static_ifs(
             nodes.extend(branch.node)
             for inner, outer in zip(branch.output, node.output):
                 identity = helper.make_node("Identity", [inner.name], [outer], name=f"{node.name}/{outer}")
-                identity.metadata_props.extend(
-                    node.metadata_props
-                )  # the If's module path (see ir._scoped_name)
+                # the If's module path, which names a dynamo-exported node in the IR (see ir._scoped_name)
+                identity.metadata_props.extend(node.metadata_props)
                 nodes.append(identity)
         del model.graph.node[:]
         model.graph.node.extend(nodes)
