@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gnnperf.errors import GnnperfError, quiet_library_warnings
+from gnnperf.errors import GnnperfError, number, quiet_library_warnings
 
 if TYPE_CHECKING:
     from hydra.core.override_parser.types import Override
@@ -90,7 +90,6 @@ def check_command_line(
 def check_data_split(cfg: DictConfig) -> None:
     """The seed and the split of a train or eval config, as far as they can be checked without the data."""
     from gnnperf.data.splits import check_split_args
-    from gnnperf.errors import number
 
     number(cfg.seed, "seed")
     data = cfg.data

@@ -11,7 +11,7 @@ import hydra
 from omegaconf import DictConfig
 
 from gnnperf.apps import CONF_DIR, check_command_line, check_data_split, user_errors
-from gnnperf.errors import GnnperfError, number
+from gnnperf.errors import GnnperfError
 
 
 def check_before_eval(cfg: DictConfig) -> None:
@@ -37,7 +37,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.predictor.module import PerfModule
 
     check_before_eval(cfg)
-    pl.seed_everything(number(cfg.seed, "seed"))
+    pl.seed_everything(int(cfg.seed))  # checked above
     module = PerfModule.load(cfg.checkpoint)
     if not module.extras:  # Lightning's checkpoints/best.ckpt
         raise not_a_predictor(cfg.checkpoint)
