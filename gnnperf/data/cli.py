@@ -13,7 +13,7 @@ some failed (listed).
 
 Examples::
 
-    gnnperf data import timm-benchmark ../shared/external/timm --out datasets/public --limit 100
+    gnnperf data import timm-benchmark ../shared/external/timm/head --out datasets/public --limit 100
     gnnperf data import pytorch-gpu-benchmark ../shared/external/ryujaehun-pytorch-gpu-benchmark --json
     gnnperf data import neusight ../shared/external/neusight --out datasets/public
     gnnperf data graphs datasets/public --cache .cache/graphs --query "mode == 'train'" --workers 2
