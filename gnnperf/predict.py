@@ -261,6 +261,9 @@ class Predictor:
             return []
         if breakdown < 0:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
+        from gnnperf.predictor.coverage import same_rate_precision
+
+        trained_on = self.info.get("trained_on", {})
         items, graphs, layout_moot = [], [], []
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
@@ -274,7 +277,9 @@ class Predictor:
             # step, so it is predicted as one (the network would read the flag as a layout change)
             moot = q.memory_format == "channels_last" and not _has_channels_last_tensors(graph)
             layout_moot.append(moot)
-            workload = (replace(q, memory_format="contiguous") if moot else q).workload(graph.input_shape)
+            precision = same_rate_precision(trained_on, q.precision, spec) or q.precision
+            as_run = replace(q, memory_format="contiguous" if moot else q.memory_format, precision=precision)
+            workload = as_run.workload(graph.input_shape)
             hw = torch.from_numpy(hardware_vector(spec))
             item = sample_data(graph, workload, hw, self.device_index(spec.name))
             item.hardware = spec.name  # for the fallback's baseline
@@ -307,6 +312,7 @@ class Predictor:
                 "input_shape": list(graph.input_shape),
                 "precision": workload.precision,
                 "mode": workload.mode,
+                "optimizer": workload.optimizer,
                 "timed": workload.timed_label,
                 "memory_format": workload.memory_format,
                 "num_devices": workload.num_devices,
@@ -318,6 +324,10 @@ class Predictor:
             row.update(self._extrapolation(row, graph, spec, workload, items[i].u[0]))
             # as asked (the calibration key and reports follow the query), predicted as the step it times
             row["memory_format"], row["channels_last_moot"] = queries[i].memory_format, layout_moot[i]
+            row["precision"] = queries[i].precision
+            row["precision_predicted_as"] = (
+                workload.precision if workload.precision != row["precision"] else None
+            )
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
@@ -363,6 +373,7 @@ class Predictor:
             "unseen_on_device_kind": cov.unseen_on_kind(trained_on, row, spec.kind),
             "unseen_on_device": cov.unseen_on_device(trained_on, row, spec.kind),
             "unseen_combination": cov.unseen_combinations(trained_on, row, spec.kind),
+            "thin_on_device_kind": cov.thin_on_kind(trained_on, row, spec.kind),
         }
 
 

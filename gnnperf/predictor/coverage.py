@@ -14,7 +14,12 @@ checks every query against it, so that a prediction names what it extrapolates i
   feature is learned across kinds, so a value seen only on GPUs (channels_last, amp_fp16) is extrapolated on a CPU;
 - values each seen on the query's kind of device but never together (:func:`unseen_combinations`);
 - on a training device, a workload value seen on its kind but never on that device (:func:`unseen_on_device`):
-  the shipped predictor's RTX 4090 rows are all inference, so its training steps take their level from other GPUs.
+  the shipped predictor's RTX 4090 rows are all inference, so its training steps take their level from other GPUs;
+- a workload value seen on the query's kind in fewer than :data:`THIN_ROWS` training rows (:func:`thin_on_kind`):
+  the H200's nine AMP bf16 steps of small zoo models, the only bf16 rows, teach no level for it.
+
+Where a device runs bf16 at its fp16 rate and training barely saw bf16, :func:`same_rate_precision` names the fp16
+precision whose step is predicted instead.
 
 Checkpoints saved before an entry was recorded give empty lists.
 """
@@ -27,8 +32,15 @@ from typing import Any
 
 # Workload sizes whose training range is recorded (``workload_range``).
 RANGED = ("batch_size", "num_devices")
-# Categorical workload fields whose values and combinations are recorded per device kind.
-BY_KIND = ("mode", "precision", "timed", "memory_format")
+# Categorical workload fields whose values are recorded per device kind, and those whose combinations are: the
+# optimizer is ``none`` exactly where no step is timed, so its combinations say little that ``timed`` does not (and
+# checkpoints from before it was recorded hold four-field combinations).
+BY_KIND = ("mode", "precision", "timed", "memory_format", "optimizer")
+COMBINED = BY_KIND[:4]
+# A value in fewer training rows of a device kind than this is flagged (thin_on_kind).
+THIN_ROWS = 100
+# bf16 precisions and the fp16 ones whose step they are predicted as on a device with one rate for both.
+SAME_RATE_AS = {"amp_bf16": "amp_fp16", "bf16": "fp16"}
 
 
 def workload_range(samples) -> dict[str, list[int]]:
@@ -36,29 +48,35 @@ def workload_range(samples) -> dict[str, list[int]]:
     return {k: [int(samples[k].min()), int(samples[k].max())] for k in RANGED}
 
 
-def workload_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
-    """``{device kind: {field: sorted values}}`` of the categorical workload fields over a samples frame.
+def workload_counts_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str, dict[str, int]]]:
+    """``{device kind: {field: {value: rows}}}`` of the categorical workload fields over a samples frame.
 
     Args:
         kind_of: device name -> its kind (``gpu``/``cpu``), for every device of ``samples``; name -> name gives
-            the values per device.
+            the counts per device.
     """
     kinds = samples["hardware"].map(kind_of)
     return {
-        str(kind): {k: sorted(map(str, part[k].unique())) for k in BY_KIND}
+        str(kind): {k: {str(v): int(n) for v, n in sorted(part[k].value_counts().items())} for k in BY_KIND}
         for kind, part in samples.groupby(kinds, sort=True)
     }
 
 
+def workload_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
+    """``{device kind: {field: sorted values}}`` of the categorical workload fields (see :func:`workload_counts_by_kind`)."""
+    counts = workload_counts_by_kind(samples, kind_of)
+    return {kind: {k: sorted(values) for k, values in fields.items()} for kind, fields in counts.items()}
+
+
 def workload_combinations_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, list[list[str]]]:
-    """``{device kind: sorted [mode, precision, timed, memory_format] combinations}`` over a samples frame.
+    """``{device kind: sorted combinations of the COMBINED fields}`` over a samples frame.
 
     Each value can be seen on a kind without the combination: the shipped predictor's GPU rows have channels-last
     only in AMP fp16 training steps.
     """
     kinds = samples["hardware"].map(kind_of)
     return {
-        str(kind): sorted(map(list, set(part[list(BY_KIND)].astype(str).itertuples(index=False, name=None))))
+        str(kind): sorted(map(list, set(part[list(COMBINED)].astype(str).itertuples(index=False, name=None))))
         for kind, part in samples.groupby(kinds, sort=True)
     }
 
@@ -73,6 +91,7 @@ def coverage(samples, kind_of: Mapping[str, str]) -> dict[str, Any]:
         "devices": sorted(map(str, samples["hardware"].unique())),
         "workload_range": workload_range(samples),
         "workload_by_kind": workload_by_kind(samples, kind_of),
+        "workload_counts_by_kind": workload_counts_by_kind(samples, kind_of),
         "workload_combinations_by_kind": workload_combinations_by_kind(samples, kind_of),
         "workload_by_device": workload_by_kind(samples, {d: d for d in samples["hardware"].unique()}),
     }
@@ -161,8 +180,8 @@ def unseen_combinations(trained_on: Mapping[str, Any], row: Mapping[str, Any], k
     if not combos:
         return []
     here = trained_on.get("workload_by_kind", {}).get(kind, {})
-    value = [str(row[name]) for name in BY_KIND]
-    fields = [i for i, name in enumerate(BY_KIND) if value[i] in here.get(name, [])]
+    value = [str(row[name]) for name in COMBINED]
+    fields = [i for i, name in enumerate(COMBINED) if value[i] in here.get(name, [])]
     found: list[tuple[int, ...]] = []
     for size in range(2, len(fields) + 1):
         for subset in itertools.combinations(fields, size):
@@ -170,7 +189,49 @@ def unseen_combinations(trained_on: Mapping[str, Any], row: Mapping[str, Any], k
                 continue  # holds a smaller set never seen together: not minimal
             if not any(all(seen[i] == value[i] for i in subset) for seen in combos):
                 found.append(subset)
-    return [" + ".join(f"{BY_KIND[i]}={value[i]}" for i in subset) for subset in found]
+    return [" + ".join(f"{COMBINED[i]}={value[i]}" for i in subset) for subset in found]
+
+
+def thin_on_kind(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: str) -> list[str]:
+    """``field=value (n of N kind training rows)`` for each workload value in under :data:`THIN_ROWS` rows of ``kind``.
+
+    Checkpoints saved before the counts were recorded give an empty list.
+    """
+    counts = trained_on.get("workload_counts_by_kind", {}).get(kind, {})
+    out = []
+    for name in BY_KIND:
+        value, seen = str(row[name]), counts.get(name, {})
+        if 0 < seen.get(value, 0) < THIN_ROWS:
+            out.append(f"{name}={value} ({seen[value]} of {sum(seen.values()):,} {kind} training rows)")
+    return out
+
+
+def same_rate_precision(trained_on: Mapping[str, Any], precision: str, spec) -> str | None:
+    """The fp16 precision whose step a bf16 ``precision`` is predicted as on ``spec``, or None to predict it as is.
+
+    Where the data sheet gives bf16 and fp16 one tensor rate (A100, H100, H200, L4, RTX 4090), the two steps run the
+    same kernels on elements of the same size; AMP fp16 adds only the gradient scaler's few passes over the
+    gradients. A network that met bf16 in under :data:`THIN_ROWS` rows of the device's kind, and its fp16 twin in
+    more, has learned no level for bf16 (the shipped one predicted AMP bf16 steps 1.5-3x the AMP fp16 ones, some
+    slower than fp32), so the twin's step is predicted. Checkpoints saved before the counts were recorded (which
+    cannot tell how thinly bf16 was seen) take the twin wherever it was seen on the kind.
+
+    Args:
+        spec: the queried device's :class:`~gnnperf.hardware.table.HardwareSpec`.
+    """
+    from gnnperf.hardware.vector import precision_peak_tflops
+
+    twin = SAME_RATE_AS.get(precision)
+    if twin is None or spec.kind != "gpu":
+        return None
+    rate = precision_peak_tflops(spec, precision)
+    if not rate or rate != precision_peak_tflops(spec, twin):
+        return None
+    counts = trained_on.get("workload_counts_by_kind", {}).get(spec.kind, {}).get("precision")
+    if counts is None:
+        seen = trained_on.get("workload_by_kind", {}).get(spec.kind, {}).get("precision", [])
+        return twin if twin in seen else None
+    return twin if counts.get(precision, 0) < THIN_ROWS <= counts.get(twin, 0) else None
 
 
 def unseen_op_types(graph, op_vocab: list[str], seen_ops: list[bool]) -> list[str]:

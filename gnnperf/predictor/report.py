@@ -6,6 +6,8 @@ Both read only the prediction rows (:meth:`gnnperf.predict.Predictor.predict` wi
 
 from __future__ import annotations
 
+from gnnperf.predictor.coverage import THIN_ROWS
+
 # The GNN's MAPE on a GPU no training row had (experiments/h200_unseen/results.json, predictors.gnn.all.mape,
 # rounded; a test keeps the two equal), quoted for devices predicted from their specs.
 UNSEEN_DEVICE_MAPE = 46
@@ -84,8 +86,12 @@ def print_row(row: dict) -> None:
     if row["unseen_combination"]:
         together = ", ".join(row["unseen_combination"])
         print(f"  never together on this kind of device in training, extrapolated: {together}")
+    if row.get("thin_on_device_kind"):
+        print(f"  seen in few training rows of this kind of device: {', '.join(row['thin_on_device_kind'])}")
     if row.get("channels_last_moot"):
         print(f"  channels_last: {NOTES['channels_last_moot'][1]}")
+    if row.get("precision_predicted_as"):
+        print(f"  {row['precision']}: {NOTES['precision_predicted_as'][1]} ({row['precision_predicted_as']})")
     if row["priced_at_fp32_peak"]:
         print(
             f"  {row['hardware']} has no {row['precision']} rate of its own in the hardware table: priced at its FP32 "
@@ -130,10 +136,18 @@ NOTES = {
         "fp32 rate",
         "no rate of its own for this precision in the table: priced at FP32 peak",
     ),
+    "thin_on_device_kind": (
+        "thin",
+        f"a workload value in under {THIN_ROWS} training rows of this kind of device",
+    ),
     "unseen_op_types": ("unseen ops", "op types no training graph had"),
     "channels_last_moot": (
         "layout moot",
         "no 4-D or 5-D input and no convolution for channels_last to change: predicted as the contiguous step",
+    ),
+    "precision_predicted_as": (
+        "as fp16",
+        "bf16 at the device's fp16 rate, and barely seen in training: predicted as the fp16 step",
     ),
 }
 

@@ -230,8 +230,22 @@ def test_workload_values_seen_only_on_gpus_are_named_on_a_cpu(trained):
     assert gpu["unseen_on_device_kind"] == []
     assert cpu["unseen_on_device_kind"] == [
         f"{name}={cpu[name]} (a cpu in training had only: none)"
-        for name in ("mode", "precision", "timed", "memory_format")
+        for name in ("mode", "precision", "timed", "memory_format", "optimizer")
     ]
+
+
+def test_bf16_at_the_fp16_rate_is_predicted_as_the_fp16_step_and_reported_as_asked(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    counts = predictor.info["trained_on"]["workload_counts_by_kind"]
+    assert counts["gpu"]["precision"] == {"fp32": counts["gpu"]["mode"]["train"]}
+    counts["gpu"]["precision"] |= {"amp_fp16": 500, "amp_bf16": 9}  # as the shipped predictor's GPU rows
+    query = Query("zoo:mlp?depth=4&width=48&in_features=16", "a100-sxm4-40gb", 4, precision="amp_bf16")
+    bf16, fp16 = predictor.predict([query, replace(query, precision="amp_fp16")])
+    assert (bf16["precision"], bf16["precision_predicted_as"]) == ("amp_bf16", "amp_fp16")
+    assert bf16["iteration_time_ms"] == fp16["iteration_time_ms"] and fp16["precision_predicted_as"] is None
+    # the V100 has no bf16 rate: predicted as asked (priced at its FP32 peak, and flagged so)
+    (v100,) = predictor.predict(replace(query, hardware="v100-sxm2-16gb"))
+    assert v100["precision_predicted_as"] is None and v100["priced_at_fp32_peak"]
 
 
 def test_a_device_in_no_table_resolves_from_the_checkpoints_records(trained):

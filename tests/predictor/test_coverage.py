@@ -36,18 +36,20 @@ def test_a_value_never_measured_on_a_training_device_is_named_with_what_it_had()
 
     rows = pd.DataFrame(
         [  # the shipped predictor's RTX 4090: inference rows only; the RTX 3090 had training steps too
-            ("rtx-4090", "infer", "amp_fp16", "fwd", "contiguous"),
-            ("rtx-3090", "infer", "amp_fp16", "fwd", "contiguous"),
-            ("rtx-3090", "train", "amp_fp16", "fwd+bwd+opt", "channels_last"),
-            ("t4", "train", "fp32", "fwd+bwd", "contiguous"),
+            ("rtx-4090", "infer", "amp_fp16", "fwd", "contiguous", "none"),
+            ("rtx-3090", "infer", "amp_fp16", "fwd", "contiguous", "none"),
+            ("rtx-3090", "train", "amp_fp16", "fwd+bwd+opt", "channels_last", "sgd"),
+            ("t4", "train", "fp32", "fwd+bwd", "contiguous", "none"),
         ],
-        columns=["hardware", "mode", "precision", "timed", "memory_format"],
+        columns=["hardware", "mode", "precision", "timed", "memory_format", "optimizer"],
     )
     trained_on = coverage(rows.assign(batch_size=8, num_devices=1), {d: "gpu" for d in rows["hardware"]})
     query = {"mode": "train", "precision": "amp_fp16", "timed": "fwd+bwd+opt", "memory_format": "contiguous"}
+    query["optimizer"] = "sgd"
     assert unseen_on_device(trained_on, {**query, "hardware": "rtx-4090"}, "gpu") == [
         "mode=train (rtx-4090 had only: infer)",
         "timed=fwd+bwd+opt (rtx-4090 had only: fwd)",
+        "optimizer=sgd (rtx-4090 had only: none)",
     ]
     assert unseen_on_device(trained_on, {**query, "hardware": "rtx-3090"}, "gpu") == []
     # fp16 was never seen on any GPU: unseen_on_kind's or the network's to report, not this check's
@@ -55,3 +57,71 @@ def test_a_value_never_measured_on_a_training_device_is_named_with_what_it_had()
     # a device without training rows (predicted from its specs), or an older checkpoint: nothing to say
     assert unseen_on_device(trained_on, {**query, "hardware": "h100-sxm"}, "gpu") == []
     assert unseen_on_device({}, {**query, "hardware": "rtx-4090"}, "gpu") == []
+
+
+def _rows(*groups: tuple[int, str, str, str]):
+    """A samples frame of ``(rows, device, precision, optimizer)`` groups of training steps."""
+    import pandas as pd
+
+    records = [
+        {"hardware": hw, "mode": "train", "precision": prec, "timed": "fwd+bwd+opt", "memory_format": "contiguous",
+         "optimizer": opt, "batch_size": 8, "num_devices": 1}
+        for n, hw, prec, opt in groups
+        for _ in range(n)
+    ]  # fmt: skip
+    return pd.DataFrame(records)
+
+
+KINDS = {"a100-sxm4-40gb": "gpu", "h200": "gpu", "cpu-intel-xeon-1t": "cpu"}
+
+
+def test_values_in_few_rows_of_a_kind_are_named_with_their_count() -> None:
+    from gnnperf.predictor.coverage import THIN_ROWS, coverage, thin_on_kind, unseen_on_kind
+
+    trained_on = coverage(
+        _rows(
+            (THIN_ROWS, "a100-sxm4-40gb", "amp_fp16", "sgd"),
+            (9, "h200", "amp_bf16", "adamw"),
+            (THIN_ROWS, "cpu-intel-xeon-1t", "fp32", "adam"),
+        ),
+        KINDS,
+    )
+    assert trained_on["workload_counts_by_kind"]["gpu"]["optimizer"] == {"adamw": 9, "sgd": THIN_ROWS}
+    step = {"mode": "train", "timed": "fwd+bwd+opt", "memory_format": "contiguous"}
+    gpu_rows = f"of {THIN_ROWS + 9:,} gpu training rows"
+    assert thin_on_kind(trained_on, {**step, "precision": "amp_bf16", "optimizer": "adamw"}, "gpu") == [
+        f"precision=amp_bf16 (9 {gpu_rows})",
+        f"optimizer=adamw (9 {gpu_rows})",
+    ]
+    assert thin_on_kind(trained_on, {**step, "precision": "amp_fp16", "optimizer": "sgd"}, "gpu") == []
+    # a value no GPU had is unseen, not thin: the optimizer is recorded per kind like the other fields
+    adam = {**step, "precision": "amp_fp16", "optimizer": "adam"}
+    assert thin_on_kind(trained_on, adam, "gpu") == []
+    assert unseen_on_kind(trained_on, adam, "gpu") == [
+        "optimizer=adam (a gpu in training had only: adamw, sgd)"
+    ]
+    # checkpoints saved before the counts were recorded: nothing to say
+    assert thin_on_kind({}, adam, "gpu") == []
+
+
+def test_bf16_is_predicted_as_fp16_only_at_one_rate_and_when_training_barely_saw_it() -> None:
+    from gnnperf.predictor.coverage import THIN_ROWS, coverage, same_rate_precision
+
+    thin = coverage(
+        _rows((THIN_ROWS, "a100-sxm4-40gb", "amp_fp16", "sgd"), (9, "h200", "amp_bf16", "sgd")), KINDS
+    )
+    assert same_rate_precision(thin, "amp_bf16", get_spec("h100-sxm")) == "amp_fp16"
+    assert same_rate_precision(thin, "amp_fp16", get_spec("h100-sxm")) is None
+    # the MI100 runs bf16 at half its fp16 rate; the V100 has no bf16 rate (priced at FP32, flagged elsewhere)
+    assert same_rate_precision(thin, "amp_bf16", get_spec("mi100")) is None
+    assert same_rate_precision(thin, "amp_bf16", get_spec("v100-sxm2-16gb")) is None
+    # pure bf16: its twin fp16 was never seen, so the network's own bf16 it is
+    assert same_rate_precision(thin, "bf16", get_spec("h100-sxm")) is None
+    learned = coverage(
+        _rows((THIN_ROWS, "a100-sxm4-40gb", "amp_fp16", "sgd"), (THIN_ROWS, "h200", "amp_bf16", "sgd")), KINDS
+    )
+    assert same_rate_precision(learned, "amp_bf16", get_spec("h100-sxm")) is None
+    # a checkpoint without counts: the twin wherever it was seen on the kind
+    old = {"workload_by_kind": {"gpu": {"precision": ["amp_bf16", "amp_fp16"]}}}
+    assert same_rate_precision(old, "amp_bf16", get_spec("h100-sxm")) == "amp_fp16"
+    assert same_rate_precision({}, "amp_bf16", get_spec("h100-sxm")) is None
