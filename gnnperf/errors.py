@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import os
 import sys
 import warnings
 from collections.abc import Callable, Iterable
@@ -56,6 +57,8 @@ def quiet_library_warnings() -> None:
     logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(_no_lightning_tip)
     if sys.warnoptions:
         return
+    # transformers logs through its own handler (config checks of a random-weight build); read at its first log
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
 

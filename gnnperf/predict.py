@@ -115,11 +115,35 @@ class Predictor:
 
         The hardware table and ``hardware_file`` first, then the devices this checkpoint was trained on
         (``trained_on.hardware_specs``; the CPUs of the measured stores are in no table).
-        """
-        from gnnperf.hardware.table import get_spec, spec_from_dict
 
-        records = self.info.get("trained_on", {}).get("hardware_specs", {})
-        return get_spec(hardware, hardware_file, {n: spec_from_dict(d) for n, d in records.items()})
+        Raises:
+            GnnperfError: ``hardware_file`` gives a training device other specs than it was trained with (its
+                learned embedding would be paired with them; another name predicts it from its specs).
+        """
+        from gnnperf.errors import GnnperfError
+        from gnnperf.hardware.table import get_spec, spec_from_dict
+        from gnnperf.hardware.vector import SPEC_FIELDS, hardware_vector
+
+        records = {
+            n: spec_from_dict(d) for n, d in self.info.get("trained_on", {}).get("hardware_specs", {}).items()
+        }
+        spec = get_spec(hardware, hardware_file, records)
+        trained = records.get(spec.name)
+        if (
+            hardware_file
+            and trained is not None
+            and (hardware_vector(spec) != hardware_vector(trained)).any()
+        ):
+            differ = [
+                f"{f} {getattr(spec, f)} (trained {getattr(trained, f)})"
+                for f in SPEC_FIELDS
+                if getattr(spec, f) != getattr(trained, f)
+            ]
+            raise GnnperfError(
+                f"{hardware_file} gives {spec.name}, a device this checkpoint was trained on, other specs "
+                f"({', '.join(differ) or 'threads, kind, vendor or ISA'}): give it another name to predict it from them"
+            )
+        return spec
 
     def device_index(self, hardware: str) -> int:
         """Index of ``hardware``'s learned embedding, or -1 when it had no training rows (predicted from its specs)."""
@@ -194,6 +218,8 @@ class Predictor:
         row["interval_ms"] = [v * factor for v in row["interval_ms"]]
         for op in row.get("breakdown", []):
             op["ms"] *= factor
+        if "breakdown_all_ops_ms" in row:
+            row["breakdown_all_ops_ms"] *= factor
         row["measured_on"] = {
             "hardware": there["hardware"],
             "ms": float(measured_ms),
@@ -273,6 +299,11 @@ class Predictor:
                     "runs one process; give its threads through the hardware entry)"
                 )
             graph = build_graph(q.model, q.input_shape, cache=GraphCache())
+            if q.mode == "train" and graph.param_count() == 0:
+                raise GnnperfError(
+                    f"{graph.model_ref} has no trainable parameters: a training step has nothing to learn "
+                    "(predict --mode infer)"
+                )
             # the harness converts 4-D/5-D inputs and weights only: without any, channels_last times the contiguous
             # step, so it is predicted as one (the network would read the flag as a layout change)
             moot = q.memory_format == "channels_last" and not _has_channels_last_tensors(graph)
@@ -338,7 +369,10 @@ class Predictor:
                 row["interval_ms"] = [v * factor for v in row["interval_ms"]]
                 row["calibration_factor"] = factor
             if breakdown:
-                row["breakdown"] = _top_ops(graph, node_ms[batch.batch == i] * (factor or 1.0), breakdown)
+                ops_ms = node_ms[batch.batch == i] * (factor or 1.0)
+                row["breakdown"] = _top_ops(graph, ops_ms, breakdown)
+                # the rest of the time is the readout's per-iteration overhead (and any fallback blend)
+                row["breakdown_all_ops_ms"] = float(ops_ms.sum())
             out.append(row)
         return out
 

@@ -130,6 +130,8 @@ def summary(store: str) -> dict:
     from gnnperf.data.store import SampleStore
 
     df = SampleStore(store, readonly=True).read()
+    if df.empty:
+        raise GnnperfError(f"sample store {store} holds no samples (no shard-*.parquet files in it)")
     ok = df[df["status"] == "ok"]
     cv = ok["time_cv"].astype(float)
     return {

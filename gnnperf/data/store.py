@@ -46,6 +46,10 @@ class SampleStore:
         self.root = Path(root)
         self.readonly = readonly
         if readonly:
+            if self.root.is_file():
+                raise GnnperfError(
+                    f"sample store {self.root} is a file: a store is a directory of shard-*.parquet files"
+                )
             if not self.root.is_dir():
                 raise GnnperfError(f"sample store {self.root} does not exist")
             return

@@ -259,6 +259,11 @@ def export_model(
             if isinstance(e, torch.onnx.OnnxExporterError) and e.__cause__ is not None:
                 e = e.__cause__
             errors.append(f"{name} exporter: {type(e).__name__}: {_first_line(e)}")
+    seq = spec.input_shape(input_shape)[0] if spec.input_kind == "tokens" else 0
+    if spec.max_positions and seq > spec.max_positions:  # the usual cause of an IndexError in an embedding
+        errors.append(
+            f"the sequence length {seq} is past the config's max_position_embeddings {spec.max_positions}"
+        )
     raise GnnperfError(f"export of {spec.ref} failed; " + "; ".join(errors))
 
 

@@ -111,8 +111,12 @@ def run(args: argparse.Namespace) -> int:
     device_counts = _positive_ints(args.num_devices, "--num-devices")
     if args.epoch_samples is not None and args.epoch_samples < 1:
         raise GnnperfError(f"--epoch-samples must be at least 1, got {args.epoch_samples}")
-    if args.epochs is not None and (args.epochs < 1 or args.epoch_samples is None):
-        raise GnnperfError(f"--epochs needs --epoch-samples and must be at least 1, got {args.epochs}")
+    if args.epochs is not None and args.epoch_samples is None:
+        raise GnnperfError(
+            f"--epochs {args.epochs} needs --epoch-samples N (the training samples of one epoch)"
+        )
+    if args.epochs is not None and args.epochs < 1:
+        raise GnnperfError(f"--epochs must be at least 1, got {args.epochs}")
     if args.calibrate and args.measured_on:
         raise GnnperfError("--calibrate and --measured-on are two ways to anchor a prediction: give one")
     if args.breakdown < 0:
@@ -133,6 +137,10 @@ def run(args: argparse.Namespace) -> int:
     if len(models) * len(hardware) * len(batches) * len(device_counts) > 1 and args.breakdown:
         raise GnnperfError(
             "--breakdown lists the ops of one prediction: give one model, --hardware, --batch-size and --num-devices"
+        )
+    if args.input_shape is not None and not args.input_shape.strip():
+        raise GnnperfError(
+            "--input-shape is empty: give the per-sample shape, such as 3,224,224, or leave it out"
         )
     shape = (args.seq_len,) if args.seq_len is not None else parse_input_shape(args.input_shape)
     predictor = Predictor.from_checkpoint(args.checkpoint)
@@ -196,7 +204,9 @@ def run(args: argparse.Namespace) -> int:
     elif len(rows) == 1:
         print_row(rows[0])
     else:
-        print_comparison(rows, fastest_first=args.hardware.strip() == "all")
+        print_comparison(
+            rows, fastest_first=any(t.strip().lower() == "all" for t in args.hardware.split(","))
+        )
     return 0
 
 
@@ -205,11 +215,9 @@ def _positive_ints(text: str, flag: str) -> list[int]:
     from gnnperf.errors import GnnperfError
 
     try:
-        values = [int(t) for t in str(text).split(",") if t.strip()]
+        values = [int(t) for t in str(text).split(",")]  # an empty item ("32," or "32,,64") is a typo too
     except ValueError:
-        raise GnnperfError(f"{flag} {text}: expected an integer or several, comma-separated") from None
-    if not values:
-        raise GnnperfError(f"{flag} {text!r}: expected an integer or several, comma-separated")
+        raise GnnperfError(f"{flag} {text!r}: expected an integer or several, comma-separated") from None
     for value in values:
         if not 1 <= value <= MAX_COUNT:
             raise GnnperfError(f"{flag} must be between 1 and {MAX_COUNT}, got {value}")
@@ -217,14 +225,17 @@ def _positive_ints(text: str, flag: str) -> list[int]:
 
 
 def _hardware_names(text: str, hardware_file: str | None) -> list[str]:
-    """``--hardware`` as a list of names: one, several comma-separated, or ``all`` (every GPU of the table)."""
+    """``--hardware`` as a list of names: one or several, comma-separated; ``all`` among them is every GPU of the table."""
+    from gnnperf.errors import GnnperfError
     from gnnperf.hardware.table import canonical_name, load_table
 
-    if text.strip() == "all":
-        return sorted(name for name, spec in load_table(hardware_file).items() if spec.kind == "gpu")
-    names = [t.strip() for t in text.split(",") if t.strip()]
+    names = [t.strip() for t in text.split(",")]
+    if not all(names):
+        raise GnnperfError(f"--hardware {text!r}: expected a device name or several, comma-separated")
+    gpus = sorted(name for name, spec in load_table(hardware_file).items() if spec.kind == "gpu")
+    expanded = [g for n in names for g in (gpus if n.lower() == "all" else [n])]
     # aliases of one entry are one device; a name the table lacks stays as given (a trained-on CPU, a typo)
-    return list(dict.fromkeys(canonical_name(n, hardware_file) or n for n in names)) or [text]
+    return list(dict.fromkeys(canonical_name(n, hardware_file) or n for n in expanded))
 
 
 def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:

@@ -34,9 +34,9 @@ def print_row(row: dict) -> None:
             "--calibrate with a model timed on it"
         )
     if "epoch" in row:
-        ep = row["epoch"]
+        ep, n = row["epoch"], row["epoch"]["iterations"]
         print(
-            f"  epoch of {ep['samples']} samples: {ep['iterations']} iterations, {ep['time_s']:.1f} s "
+            f"  epoch of {ep['samples']} samples: {n} iteration{'s' * (n != 1)}, {ep['time_s']:.1f} s "
             f"({ep['interval_s'][0]:.1f} .. {ep['interval_s'][1]:.1f} s; data loading and evaluation not included)"
         )
         if ep["epochs"] > 1:
@@ -116,6 +116,13 @@ def print_row(row: dict) -> None:
         )
     for op in row.get("breakdown", []):
         print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
+    if "breakdown_all_ops_ms" in row:
+        listed = sum(op["ms"] for op in row["breakdown"])
+        others = row["breakdown_all_ops_ms"] - listed
+        print(f"  {others:10.3f} ms  in the other ops of the graph")
+        print(
+            f"  {row['iteration_time_ms'] - row['breakdown_all_ops_ms']:10.3f} ms  not attributed to any op"
+        )
 
 
 # Short names of a row's extrapolation flags for the comparison table, with what each means (printed once below it).

@@ -18,7 +18,9 @@ import importlib
 import inspect
 import json
 import math
+import os
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +48,8 @@ class ModelSpec:
             ``None`` when the model cannot.
         layer_scope: regex with one group matching the block index in ONNX node names (``layers.3``).
         onnx_path: set for ``.onnx`` references.
+        max_positions: the config's ``max_position_embeddings`` (hf references), named when an export at a longer
+            sequence fails (a learned position table has no row past it; rotary models run on).
     """
 
     ref: str
@@ -58,6 +62,7 @@ class ModelSpec:
     num_layers: int | None = None
     layer_scope: str | None = None
     onnx_path: Path | None = None
+    max_positions: int | None = None
 
     def build(self, num_layers: int | None = None) -> nn.Module:
         """The model with random weights; ``num_layers`` builds a shallower copy where supported."""
@@ -71,6 +76,12 @@ class ModelSpec:
         if shape and self.input_kind == "tokens" and len(shape) != 1:  # (3, 224) would be 3x the batch
             raise GnnperfError(
                 f"{self.ref} takes token ids: its input shape is one sequence length, got {','.join(map(str, shape))}"
+            )
+        default = self.default_input_shape
+        if shape and self.input_kind == "image" and default and len(shape) != len(default):
+            raise GnnperfError(
+                f"{self.ref} takes images: its input shape is {len(self.default_input_shape)} dims such as "
+                f"{','.join(map(str, self.default_input_shape))}, got {','.join(map(str, shape))}"
             )
         return tuple(shape) if shape else self.default_input_shape
 
@@ -253,17 +264,19 @@ def _hf(path: str) -> ModelSpec:
     if isinstance(depth, int) and depth < 1:  # transformers builds an empty (or, below 0, the same) stack
         raise GnnperfError(f"hf config {path}: num_hidden_layers must be at least 1, got {depth}")
     is_encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    positions = getattr(config, "max_position_embeddings", None)
     return ModelSpec(
         ref=f"hf:{path}",
         family=cfg["model_type"],
         input_kind="tokens",
-        default_input_shape=(min(int(getattr(config, "max_position_embeddings", 512) or 512), 512),),
+        default_input_shape=(min(int(positions or 512), 512),),
         input_names=("input_ids",),
         builder=build,
         vocab_size=int(config.vocab_size),
         # Encoder-decoder stacks have two depths; they are always built whole.
         num_layers=None if is_encoder_decoder or not depth else int(depth),
         layer_scope=LAYER_SCOPE,
+        max_positions=positions if isinstance(positions, int) else None,
     )
 
 
@@ -349,10 +362,26 @@ def _onnx(path: str) -> ModelSpec:
     )
 
 
+def _import_from_cwd_too(module_name: str):
+    """``importlib.import_module``, looking in the working directory last when nothing else has the module.
+
+    ``python -m`` puts the working directory first on the path; a console script (``gnnperf predict``) puts its own
+    ``bin`` directory there instead, and a model file beside the user would not be found.
+    """
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        cwd = os.getcwd()
+        if e.name != module_name.partition(".")[0] or cwd in sys.path or "" in sys.path:
+            raise
+        sys.path.append(cwd)
+        return importlib.import_module(module_name)
+
+
 def _factory(ref: str) -> ModelSpec:
     module_name, _, attr = ref.partition(":")
     try:
-        module = importlib.import_module(module_name)
+        module = _import_from_cwd_too(module_name)
     except ImportError as e:
         raise GnnperfError(f"cannot import module '{module_name}' for {ref}: {e}") from None
     factory = getattr(module, attr, None)

@@ -281,6 +281,10 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
     ms = [float(cells[2] if cells[1] == "*" else cells[1]) for cells in listed]
     assert ms == sorted(ms)  # the fastest first
     assert "* no training rows: predicted from the data sheet" in text and "h100-sxm *" in text
+    # 'all' in any case, beside other names (a trained-on CPU here), each device once
+    assert main([*args, "--hardware", "t4,ALL,cpu-intel-xeon-1t", "--batch-size", "8", "--json"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [r["hardware"] for r in rows] == ["t4", *(g for g in gpus if g != "t4"), "cpu-intel-xeon-1t"]
 
 
 @pytest.mark.parametrize(
@@ -312,6 +316,16 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
         ),
         (["--hardware", "t4", "--batch-size", "8", "--num-devices", "1,x"], "--num-devices 1,x"),
         (["--hardware", "t4,nosuchgpu", "--batch-size", "8"], "unknown hardware 'nosuchgpu'"),
+        # an empty item is a typo, not a value to skip
+        (["--hardware", "t4", "--batch-size", "32,"], "--batch-size '32,'"),
+        (["--hardware", "t4", "--batch-size", "32,,64"], "--batch-size '32,,64'"),
+        (["--hardware", "t4,", "--batch-size", "8"], "--hardware 't4,'"),
+        (["--hardware", "t4", "--batch-size", "8", "--input-shape="], "--input-shape is empty"),
+        (["--hardware", "t4", "--batch-size", "8", "--epochs", "90"], "--epochs 90 needs --epoch-samples"),
+        (
+            ["--hardware", "t4", "--batch-size", "8", "--seq-len", "128"],
+            "takes images: its input shape is 3 dims",
+        ),
     ],
 )
 def test_a_comparison_that_cannot_be_made_is_one_error_line(bad, says, capsys):

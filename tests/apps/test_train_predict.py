@@ -215,6 +215,8 @@ def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
         assert lo == pytest.approx(r["iteration_time_ms"] * math.exp(q_lo), rel=1e-4)
         assert hi == pytest.approx(r["iteration_time_ms"] * math.exp(q_hi), rel=1e-4)
         assert len(r["breakdown"]) == 3
+        # the listed ops, then every op, then the readout's per-iteration overhead make up the time
+        assert sum(op["ms"] for op in r["breakdown"]) <= r["breakdown_all_ops_ms"] <= r["iteration_time_ms"]
 
 
 def test_workload_values_seen_only_on_gpus_are_named_on_a_cpu(trained):
@@ -246,6 +248,27 @@ def test_bf16_at_the_fp16_rate_is_predicted_as_the_fp16_step_and_reported_as_ask
     # the V100 has no bf16 rate: predicted as asked (priced at its FP32 peak, and flagged so)
     (v100,) = predictor.predict(replace(query, hardware="v100-sxm2-16gb"))
     assert v100["precision_predicted_as"] is None and v100["priced_at_fp32_peak"]
+
+
+def test_a_hardware_file_that_gives_a_training_device_other_specs_is_refused(trained, tmp_path):
+    predictor = Predictor.from_checkpoint(trained[0])
+    record = dict(predictor.info["trained_on"]["hardware_specs"]["rtx-3090"])
+    same, other = tmp_path / "same.json", tmp_path / "other.json"
+    same.write_text(json.dumps(record))
+    other.write_text(json.dumps({**record, "mem_bandwidth_gbs": 500.0}))
+    query = Query("zoo:mlp?depth=4&width=48&in_features=16", "rtx-3090", 4)
+    assert predictor.predict(query, hardware_file=same)[0]["hardware_seen_in_training"]
+    # its learned embedding would be paired with the file's figures and the row would say "seen in training"
+    with pytest.raises(GnnperfError, match=r"other specs \(mem_bandwidth_gbs 500.0 \(trained 936.0\)\)"):
+        predictor.predict(query, hardware_file=other)
+
+
+def test_a_training_step_of_a_model_without_parameters_is_refused(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    query = Query("tests.graph.factories:parameter_free", "rtx-3090", 4, input_shape=(3, 8, 8))
+    with pytest.raises(GnnperfError, match="no trainable parameters: a training step has nothing to learn"):
+        predictor.predict(query)
+    assert predictor.predict(replace(query, mode="infer"))[0]["iteration_time_ms"] > 0
 
 
 def test_a_device_in_no_table_resolves_from_the_checkpoints_records(trained):

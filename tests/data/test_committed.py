@@ -45,6 +45,19 @@ def test_h200_timm_rows_match_their_zoo_config():
     assert set(timm.precision) == {"amp_fp16"} and set(timm.timed) == {"fwd+bwd+opt"}
 
 
+@pytest.mark.parametrize(
+    "path, says", [("empty", "holds no samples"), ("file.txt", "is a file"), ("missing", "does not exist")]
+)
+def test_summary_of_what_is_not_a_store_is_one_error_line(tmp_path, capsys, path, says):
+    from gnnperf.cli import main
+
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "file.txt").write_text("not a store")
+    assert main(["data", "summary", str(tmp_path / path), "--json"]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err and len(captured.err.strip().splitlines()) == 1 and captured.out == ""
+
+
 def test_summary_of_the_cpu_store(capsys):
     import json
 

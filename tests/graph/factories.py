@@ -63,3 +63,7 @@ class Einsums(nn.Module):
 
 def einsums() -> nn.Module:
     return Einsums()
+
+
+def parameter_free() -> nn.Module:
+    return nn.Sequential(nn.ReLU(), nn.Flatten())

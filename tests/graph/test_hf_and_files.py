@@ -1,6 +1,7 @@
 """transformers configs (deep stacks by block repetition), ONNX files, the cache, the dynamo fallback."""
 
 import json
+import sys
 from pathlib import Path
 
 import onnx
@@ -49,8 +50,9 @@ def test_repeated_blocks_match_full_export(gpt2_config, exporter):
         assert repeated[key] == full[key], key
     # the LM head's weight is tied to the embedding: counted once, whichever name the exporter kept
     assert full["params"] == sum(p.numel() for p in resolve(ref).build().parameters())
-    with pytest.raises(GnnperfError, match="IndexError: index out of range"):  # 256 tokens, 128 positions
-        build_graph(ref, (256,), exporter)  # the dynamo exporter's fake tensors alone would not stop it
+    # 256 tokens, 128 positions; the dynamo exporter's fake tensors alone would not stop it
+    with pytest.raises(GnnperfError, match="IndexError: index out of range.*past the config's max_position"):
+        build_graph(ref, (256,), exporter)
     # the LM head sees every position: logits are (batch, seq, vocab)
     model = resolve(ref).build()
     assert model(torch.zeros(2, 32, dtype=torch.long)).shape == (2, 32, 500)
@@ -261,3 +263,21 @@ def test_a_cached_graph_of_an_edited_hf_config_is_built_again(gpt2_config, tmp_p
 def test_inputs_that_cannot_be_made_are_a_user_error():
     with pytest.raises(GnnperfError, match="cannot make inputs of shape 3,-4,-4"):
         build_graph("tests.graph.factories:tiny_cnn", (3, -4, -4))  # a shape given from Python, not the CLI
+
+
+def test_an_image_model_given_another_rank_of_input_is_one_clear_error():
+    with pytest.raises(
+        GnnperfError, match=r"takes images: its input shape is 3 dims such as 3,224,224, got 128$"
+    ):
+        resolve("torchvision:resnet18").input_shape((128,))  # --seq-len 128 on a CNN
+
+
+def test_a_factory_module_in_the_working_directory_is_found(tmp_path, monkeypatch):
+    # a console script's sys.path starts at its bin directory, not at the working directory as `python -m` does
+    (tmp_path / "my_models_here.py").write_text(
+        "from torch import nn\n\ndef tiny():\n    return nn.Linear(16, 4)\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    graph = build_graph("my_models_here:tiny", (16,), cache=None)
+    assert [n.op_type for n in graph.nodes] == ["Gemm"]
