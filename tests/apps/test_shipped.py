@@ -300,7 +300,7 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
             "one model",
         ),
         (["--hardware", "t4", "--batch-size", "8,16", "--measured-on", "l4", "20"], "one batch size"),
-        (["--hardware", "t4", "--batch-size", "8,x"], "--batch-size 8,x"),
+        (["--hardware", "t4", "--batch-size", "8,x"], "--batch-size '8,x'"),
         (["--hardware", "t4", "--batch-size", "8,0"], "between 1 and"),
         (["--hardware", "t4", "--batch-size", str(10**21)], "between 1 and"),
         (
@@ -314,7 +314,7 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
             ["--hardware", "cpu-i7-12700h", "--batch-size", "8", "--num-devices", "2"],
             "data-parallel devices are GPUs",
         ),
-        (["--hardware", "t4", "--batch-size", "8", "--num-devices", "1,x"], "--num-devices 1,x"),
+        (["--hardware", "t4", "--batch-size", "8", "--num-devices", "1,x"], "--num-devices '1,x'"),
         (["--hardware", "t4,nosuchgpu", "--batch-size", "8"], "unknown hardware 'nosuchgpu'"),
         # an empty item is a typo, not a value to skip
         (["--hardware", "t4", "--batch-size", "32,"], "--batch-size '32,'"),
