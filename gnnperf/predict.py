@@ -281,14 +281,13 @@ class Predictor:
         from gnnperf.errors import GnnperfError
         from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.hardware.vector import hardware_vector
+        from gnnperf.predictor.coverage import same_rate_precision
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         if not queries:
             return []
         if breakdown < 0:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
-        from gnnperf.predictor.coverage import same_rate_precision
-
         trained_on = self.info.get("trained_on", {})
         items, graphs, layout_moot = [], [], []
         for q in queries:
