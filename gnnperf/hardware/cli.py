@@ -32,6 +32,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     p = sub.add_parser("show", parents=[common], help="one device (name or alias) with its source")
     p.add_argument("name", help="table name or alias, e.g. rtx-3090 or 'NVIDIA GeForce RTX 3090'")
+    p.add_argument(
+        "--checkpoint",
+        help="for a device in no table: the predictor whose training devices to look in (default: "
+        "$GNNPERF_CHECKPOINT, else the shipped one, whose CPUs are in no table)",
+    )
     p.set_defaults(_hardware_run=_show)
 
     p = sub.add_parser("probe", parents=[common], help="describe (and measure) this machine's CPU or GPU")
@@ -121,9 +126,19 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _show(args: argparse.Namespace) -> int:
+    from gnnperf.errors import GnnperfError
     from gnnperf.hardware.table import get_spec, spec_to_dict
 
-    spec = get_spec(args.name, args.hardware_file)
+    try:
+        spec = get_spec(args.name, args.hardware_file)
+    except GnnperfError as unknown:  # a predictor's training device, as `gnnperf predict --hardware` resolves it
+        from gnnperf.predict import Predictor
+
+        try:
+            predictor = Predictor.from_checkpoint(args.checkpoint)
+        except GnnperfError:
+            raise unknown from None
+        spec = predictor.spec(args.name, args.hardware_file)
     if args.json:
         _print_json(spec_to_dict(spec))
     else:

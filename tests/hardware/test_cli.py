@@ -48,6 +48,13 @@ def test_unknown_hardware_is_one_line_exit_2():
     assert "Traceback" not in out.stderr and out.stdout == ""
 
 
+def test_show_a_device_in_no_table_from_the_predictor_trained_on_it(capsys):
+    # the shipped predictor's CPUs are in no table; `gnnperf predict --hardware cpu-intel-xeon-1t` takes its record
+    record = json.loads((ROOT / "datasets" / "cpu" / "hardware" / "cpu-intel-xeon-1t.json").read_text())
+    shown = json.loads(_run(capsys, "show", "cpu-intel-xeon-1t", "--json"))
+    assert shown["threads"] == record["threads"] == 1 and shown["peak_fp32_tflops"] == record["peak_fp32_tflops"]
+
+
 def _run(capsys, *argv: str) -> str:
     parser = argparse.ArgumentParser()
     hw_cli.add_arguments(parser)
