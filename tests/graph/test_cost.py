@@ -106,3 +106,16 @@ def test_matmul_with_an_operand_fixed_at_the_probe_batch_uses_the_output_shape()
     # batch 6 data operand against a (2, ...) operand recorded when the graph was probed at batch 2
     mat, flops = _matmul(node, [(6, 4, 8, 16), (2, 4, 16, 32)], [(6, 4, 8, 32)])
     assert mat == flops == 2.0 * 6 * 4 * 8 * 16 * 32
+
+
+def test_dropout_of_rate_zero_is_folded_away_and_its_consumer_reads_its_input():
+    # F.dropout(p=0) returns its input and runs no kernel; p > 0 draws a mask and stays an op
+    module = nn.Sequential(nn.Linear(16, 32), nn.Dropout(0.0), nn.ReLU(), nn.Dropout(0.1), nn.Linear(32, 4))
+    graph = build_graph(spec_of(module, (16,), "dropout0"))
+    ops = [n.op_type for n in graph.nodes]
+    assert ops == ["Gemm", "Relu", "Dropout", "Gemm"]
+    assert [(graph.nodes[s].op_type, graph.nodes[d].op_type) for s, d, _ in graph.edges()] == [
+        ("Gemm", "Relu"),
+        ("Relu", "Dropout"),
+        ("Dropout", "Gemm"),
+    ]
