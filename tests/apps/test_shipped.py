@@ -155,6 +155,7 @@ def test_a_workload_never_measured_on_a_training_device_is_named():
     assert rtx4090["hardware_seen_in_training"] and rtx4090["unseen_on_device"] == [
         "mode=train (rtx-4090 had only: infer)",
         "timed=fwd+bwd+opt (rtx-4090 had only: fwd)",
+        "optimizer=sgd (rtx-4090 had only: none)",
     ]
     assert rtx3090["unseen_on_device"] == []  # timm's training table
     assert fp32["unseen_on_device"] == ["precision=fp32 (rtx-3090 had only: amp_fp16)"]
@@ -186,6 +187,38 @@ def test_a_precision_the_device_has_no_rate_for_is_named(capsys):
         "titan-xp has no fp16 rate of its own in the hardware table: priced at its FP32 peak"
         in capsys.readouterr().out
     )
+
+
+def test_bf16_at_the_fp16_rate_and_optimizers_few_or_no_gpu_rows_had_are_named(capsys):
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    step = Query("timm:resnet50", "h100-sxm", 64, precision="amp_fp16")
+    fp16, bf16, adam, adamw = predictor.predict(
+        [
+            step,
+            replace(step, precision="amp_bf16"),
+            replace(step, optimizer="adam"),
+            replace(step, optimizer="adamw"),
+        ]
+    )
+    # a handful of bf16 training rows, all on the H200: predicted as the AMP fp16 step, as asked in the row
+    assert (bf16["precision"], bf16["precision_predicted_as"]) == ("amp_bf16", "amp_fp16")
+    assert bf16["iteration_time_ms"] == fp16["iteration_time_ms"]
+    assert adam["unseen_on_device_kind"] == ["optimizer=adam (a gpu in training had only: adamw, none, sgd)"]
+    assert [f.split(" (")[0] for f in adamw["thin_on_device_kind"]] == ["optimizer=adamw"]
+    argv = [
+        "predict",
+        "timm:resnet50",
+        "--hardware",
+        "h100-sxm",
+        "--batch-size",
+        "64",
+        "--precision",
+        "amp_bf16",
+    ]
+    assert main(argv) == 0
+    assert "amp_bf16: bf16 at the device's fp16 rate, and barely seen in training" in capsys.readouterr().out
 
 
 def test_predict_says_whether_the_training_step_fits_in_the_device_memory():

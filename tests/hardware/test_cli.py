@@ -52,7 +52,9 @@ def test_show_a_device_in_no_table_from_the_predictor_trained_on_it(capsys):
     # the shipped predictor's CPUs are in no table; `gnnperf predict --hardware cpu-intel-xeon-1t` takes its record
     record = json.loads((ROOT / "datasets" / "cpu" / "hardware" / "cpu-intel-xeon-1t.json").read_text())
     shown = json.loads(_run(capsys, "show", "cpu-intel-xeon-1t", "--json"))
-    assert shown["threads"] == record["threads"] == 1 and shown["peak_fp32_tflops"] == record["peak_fp32_tflops"]
+    assert (
+        shown["threads"] == record["threads"] == 1 and shown["peak_fp32_tflops"] == record["peak_fp32_tflops"]
+    )
 
 
 def _run(capsys, *argv: str) -> str:
