@@ -31,6 +31,8 @@ if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
     from gnnperf.hardware.table import HardwareSpec
     from gnnperf.measure.workload import Workload
 
+from gnnperf.predictor.epoch import epoch_estimate  # noqa: F401 - part of this module's API
+
 DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
 # Trained on every real source (experiments/all_sources); its model card sits beside it.
 SHIPPED_CHECKPOINT = Path(__file__).parent / "predictor" / "shipped" / "predictor.ckpt"
@@ -120,29 +122,15 @@ class Predictor:
             GnnperfError: ``hardware_file`` gives a training device other specs than it was trained with (its
                 learned embedding would be paired with them; another name predicts it from its specs).
         """
-        from gnnperf.errors import GnnperfError
         from gnnperf.hardware.table import get_spec, spec_from_dict
-        from gnnperf.hardware.vector import SPEC_FIELDS, hardware_vector
+        from gnnperf.predictor.coverage import check_respecified
 
         records = {
             n: spec_from_dict(d) for n, d in self.info.get("trained_on", {}).get("hardware_specs", {}).items()
         }
         spec = get_spec(hardware, hardware_file, records)
-        trained = records.get(spec.name)
-        if (
-            hardware_file
-            and trained is not None
-            and (hardware_vector(spec) != hardware_vector(trained)).any()
-        ):
-            differ = [
-                f"{f} {getattr(spec, f)} (trained {getattr(trained, f)})"
-                for f in SPEC_FIELDS
-                if getattr(spec, f) != getattr(trained, f)
-            ]
-            raise GnnperfError(
-                f"{hardware_file} gives {spec.name}, a device this checkpoint was trained on, other specs "
-                f"({', '.join(differ) or 'threads, kind, vendor or ISA'}): give it another name to predict it from them"
-            )
+        if hardware_file and spec.name in records:
+            check_respecified(spec, records[spec.name], hardware_file)
         return spec
 
     def device_index(self, hardware: str) -> int:
@@ -281,7 +269,7 @@ class Predictor:
         from gnnperf.errors import GnnperfError
         from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.hardware.vector import hardware_vector
-        from gnnperf.predictor.coverage import same_rate_precision
+        from gnnperf.predictor.coverage import extrapolation, same_rate_precision
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         if not queries:
@@ -351,7 +339,7 @@ class Predictor:
                 "interval_coverage": self.info.get("interval_coverage"),
                 "checkpoint": str(self.path),
             }
-            row.update(self._extrapolation(row, graph, spec, workload, items[i].u[0]))
+            row.update(extrapolation(self, row, graph, spec, workload, items[i].u[0]))
             # as asked (the calibration key and reports follow the query), predicted as the step it times
             row["memory_format"], row["channels_last_moot"] = queries[i].memory_format, layout_moot[i]
             row["precision"] = queries[i].precision
@@ -374,40 +362,6 @@ class Predictor:
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())
             out.append(row)
         return out
-
-    def _extrapolation(
-        self, row: Mapping[str, Any], graph, spec: HardwareSpec, workload: Workload, u
-    ) -> dict:
-        """What the prediction for ``row`` extrapolates beyond the training rows (each entry empty or false if nothing).
-
-        ``row`` holds the query's workload fields (the keys :mod:`gnnperf.predictor.coverage` checks); ``u`` is its
-        graph-level feature vector as the network saw it.
-        """
-        from gnnperf.hardware.vector import precision_peak_tflops
-        from gnnperf.predictor import coverage as cov
-
-        trained_on = self.info.get("trained_on", {})
-        devices = set(self.devices)
-        return {
-            "unseen_op_types": cov.unseen_op_types(
-                graph, self.hparams["op_vocab"], self.model.seen_ops.tolist()
-            ),
-            "unlearned_workload": cov.unlearned_workload(
-                u, self.hparams["graph_features"], self.model.standardize["u"]
-            ),
-            "outside_training_range": cov.outside_range(trained_on, workload),
-            "hardware_outside_training_range": cov.hardware_outside_range(
-                [d for name, d in trained_on.get("hardware_specs", {}).items() if name in devices], spec
-            ),
-            # no rate of its own for the precision in the data sheet: every predictor prices it at the FP32 peak
-            "priced_at_fp32_peak": (
-                workload.precision != "fp32" and precision_peak_tflops(spec, workload.precision) is None
-            ),
-            "unseen_on_device_kind": cov.unseen_on_kind(trained_on, row, spec.kind),
-            "unseen_on_device": cov.unseen_on_device(trained_on, row, spec.kind),
-            "unseen_combination": cov.unseen_combinations(trained_on, row, spec.kind),
-            "thin_on_device_kind": cov.thin_on_kind(trained_on, row, spec.kind),
-        }
 
 
 def _positive_ms(ms: Any) -> bool:
@@ -435,34 +389,3 @@ def _top_ops(graph, node_ms, k: int) -> list[dict[str, Any]]:
 def _calibration_key(row: Mapping[str, Any]) -> tuple:
     keys = ("hardware", "precision", "mode", "timed", "memory_format", "num_devices")
     return tuple(row[k] for k in keys)
-
-
-def epoch_estimate(row: Mapping[str, Any], samples: int, epochs: int = 1) -> dict[str, Any]:
-    """Time of one pass over ``samples`` training samples, and of ``epochs`` such passes, from a prediction row.
-
-    ceil(samples / (batch size x devices)) iterations at the predicted iteration time (and its interval) of a row
-    of :meth:`Predictor.predict`: the data loader, evaluation and checkpointing are not in it, nor a smaller last
-    batch (counted as a full one). The run's interval is the epoch's times ``epochs``: one model's iterations share
-    one prediction error, which does not average out over them.
-
-    Raises:
-        GnnperfError: ``samples`` or ``epochs`` is not a positive integer.
-    """
-    from gnnperf.errors import GnnperfError
-
-    for what, n in (("samples per epoch", samples), ("epochs", epochs)):
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise GnnperfError(f"{what} must be a positive integer, got {n!r}")
-    iterations = math.ceil(samples / (row["batch_size"] * row["num_devices"]))
-    lo, hi = row["interval_ms"]
-    epoch_s = iterations * row["iteration_time_ms"] / 1e3
-    interval_s = [iterations * lo / 1e3, iterations * hi / 1e3]
-    return {
-        "samples": samples,
-        "iterations": iterations,
-        "time_s": epoch_s,
-        "interval_s": interval_s,
-        "epochs": epochs,
-        "run_time_s": epochs * epoch_s,
-        "run_interval_s": [epochs * v for v in interval_s],
-    }

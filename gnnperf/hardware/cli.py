@@ -131,7 +131,8 @@ def _show(args: argparse.Namespace) -> int:
 
     try:
         spec = get_spec(args.name, args.hardware_file)
-    except GnnperfError as unknown:  # a predictor's training device, as `gnnperf predict --hardware` resolves it
+    except GnnperfError as unknown:
+        # perhaps a predictor's training device, as `gnnperf predict --hardware` resolves it
         from gnnperf.predict import Predictor
 
         try:

@@ -19,7 +19,8 @@ checks every query against it, so that a prediction names what it extrapolates i
   the H200's nine AMP bf16 steps of small zoo models, the only bf16 rows, teach no level for it.
 
 Where a device runs bf16 at its fp16 rate and training barely saw bf16, :func:`same_rate_precision` names the fp16
-precision whose step is predicted instead.
+precision whose step is predicted instead. :func:`extrapolation` runs every check for one prediction row, and
+:func:`check_respecified` refuses a spec file that gives a training device other figures.
 
 Checkpoints saved before an entry was recorded give empty lists.
 """
@@ -131,6 +132,31 @@ def hardware_outside_range(trained_specs: Iterable[Mapping[str, Any]], spec) -> 
         if value and seen and not min(seen) <= value <= max(seen):
             out.append(f"{field}={value:g} (trained {min(seen):g}..{max(seen):g})")
     return out
+
+
+def check_respecified(spec, trained, source: str) -> None:
+    """Refuse a training device that ``source`` (a spec file) gives other specs than it was trained with.
+
+    Its learned embedding would be paired with figures it never saw, and the row would still say "seen in training";
+    under another name the device is predicted from its specs.
+
+    Raises:
+        GnnperfError: the two specs give different hardware vectors; the message names the fields that differ.
+    """
+    from gnnperf.errors import GnnperfError
+    from gnnperf.hardware.vector import SPEC_FIELDS, hardware_vector
+
+    if not (hardware_vector(spec) != hardware_vector(trained)).any():
+        return
+    differ = [
+        f"{f} {getattr(spec, f)} (trained {getattr(trained, f)})"
+        for f in SPEC_FIELDS
+        if getattr(spec, f) != getattr(trained, f)
+    ]
+    raise GnnperfError(
+        f"{source} gives {spec.name}, a device this checkpoint was trained on, other specs "
+        f"({', '.join(differ) or 'threads, kind, vendor or ISA'}): give it another name to predict it from them"
+    )
 
 
 def unseen_on_kind(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: str) -> list[str]:
@@ -257,3 +283,37 @@ def unlearned_workload(u, graph_features: list[str], standardize) -> list[str]:
         and not bool(standardize.varied[j])
         and abs(float(u[j]) - float(standardize.mean[j])) > 1e-6
     ]
+
+
+def extrapolation(predictor, row: Mapping[str, Any], graph, spec, workload, u) -> dict[str, Any]:
+    """Every check above for one prediction row of ``predictor`` (each entry empty or false if nothing).
+
+    Args:
+        predictor: the :class:`~gnnperf.predict.Predictor` whose checkpoint records what it was trained on.
+        row: the prediction's row, holding the query's workload fields as the network saw them.
+        spec: the device's :class:`~gnnperf.hardware.table.HardwareSpec`; ``workload`` the
+            :class:`~gnnperf.measure.workload.Workload` predicted; ``u`` its graph-level feature vector.
+    """
+    from gnnperf.hardware.vector import precision_peak_tflops
+
+    trained_on = predictor.info.get("trained_on", {})
+    devices = set(predictor.devices)
+    network = predictor.model
+    return {
+        "unseen_op_types": unseen_op_types(graph, predictor.hparams["op_vocab"], network.seen_ops.tolist()),
+        "unlearned_workload": unlearned_workload(
+            u, predictor.hparams["graph_features"], network.standardize["u"]
+        ),
+        "outside_training_range": outside_range(trained_on, workload),
+        "hardware_outside_training_range": hardware_outside_range(
+            [d for name, d in trained_on.get("hardware_specs", {}).items() if name in devices], spec
+        ),
+        # no rate of its own for the precision in the data sheet: every predictor prices it at the FP32 peak
+        "priced_at_fp32_peak": (
+            workload.precision != "fp32" and precision_peak_tflops(spec, workload.precision) is None
+        ),
+        "unseen_on_device_kind": unseen_on_kind(trained_on, row, spec.kind),
+        "unseen_on_device": unseen_on_device(trained_on, row, spec.kind),
+        "unseen_combination": unseen_combinations(trained_on, row, spec.kind),
+        "thin_on_device_kind": thin_on_kind(trained_on, row, spec.kind),
+    }
