@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import math
 import os
 import re
@@ -125,7 +124,9 @@ def resolve(ref: str) -> ModelSpec:
     if ref.startswith("torchvision:"):
         return _torchvision(ref[12:])
     if ref.startswith("hf:"):
-        return _hf(ref[3:])
+        from gnnperf.zoo.hf import hf_spec  # transformers is imported only for hf: references
+
+        return hf_spec(ref[3:])
     if ref.startswith("zoo:"):
         return _zoo(ref[4:])
     if ref.lower().endswith(".onnx"):
@@ -191,114 +192,6 @@ def _torchvision(name: str) -> ModelSpec:
         input_names=("input",),
         builder=lambda _depth: builder(**kwargs),
     )
-
-
-def _hf(path: str) -> ModelSpec:
-    p = Path(path)
-    try:
-        cfg = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise GnnperfError(f"hf config not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise GnnperfError(f"cannot read hf config {path}: {e}") from None
-    if not isinstance(cfg, dict) or "model_type" not in cfg:
-        raise GnnperfError(
-            f"hf config {path} has no 'model_type' (expected a JSON object of a transformers config)"
-        )
-    try:
-        import transformers
-    except ImportError:
-        raise GnnperfError("hf: references need the 'transformers' package") from None
-
-    def make_config(num_layers: int | None):
-        # the precision is the workload's (--precision), not the config's torch_dtype (most hub configs have one)
-        kw = {k: v for k, v in cfg.items() if k not in ("model_type", "torch_dtype", "dtype")}
-        config = transformers.AutoConfig.for_model(cfg["model_type"], **kw)
-        if num_layers is not None:
-            config.num_hidden_layers = num_layers
-        config.use_cache = False  # a training step keeps no KV cache (and the cache object breaks tracing)
-        return config
-
-    try:
-        config = make_config(None)
-    except Exception as e:  # transformers validates fields with its own error types (strict dataclasses...)
-        # it lists every model type it knows after an unknown one: keep the first sentence
-        lines = [s.strip() for s in str(e).split(". Should contain one of")[0].splitlines() if s.strip()]
-        reason = " ".join(lines[:2])[:300] if lines else type(e).__name__  # a field's error spans two lines
-        raise GnnperfError(f"hf config {path}: {reason}") from None
-    archs = cfg.get("architectures") or []
-    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
-        raise GnnperfError(f"hf config {path}: 'architectures' must be a list of class names, got {archs!r}")
-    cls = getattr(transformers, archs[0], None) if archs else None
-    if archs and cls is None:
-        raise GnnperfError(f"hf config {path}: transformers has no class '{archs[0]}' (its 'architectures')")
-    if cls is not None and not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
-        raise GnnperfError(
-            f"hf config {path}: '{archs[0]}' (its 'architectures') is not a transformers model class"
-        )
-    if cls is not None and cls.config_class is not None and not isinstance(config, cls.config_class):
-        raise GnnperfError(
-            f"hf config {path}: '{archs[0]}' (its 'architectures') takes a {cls.config_class.__name__}, not the "
-            f"{type(config).__name__} of model_type '{cfg['model_type']}'"
-        )
-    try:
-        main_input = (cls or transformers.MODEL_MAPPING[type(config)]).main_input_name
-    except (KeyError, AttributeError):  # a config type without a base model class: told by vocab_size alone
-        main_input = "input_ids"
-    if not hasattr(config, "vocab_size") or main_input != "input_ids":
-        why = f"its input is {main_input}" if main_input != "input_ids" else "no vocab_size"
-        raise GnnperfError(
-            f"hf config {path}: a {cfg['model_type']} model takes no token ids ({why}); hf: references are text "
-            "models, export others to ONNX or give a package.module:factory"
-        )
-    if not isinstance(config.vocab_size, int) or config.vocab_size < 1:
-        raise GnnperfError(f"hf config {path}: vocab_size must be at least 1, got {config.vocab_size!r}")
-
-    def build(num_layers: int | None) -> nn.Module:
-        c = make_config(num_layers)
-        c._attn_implementation = "eager"  # explicit MatMul/Softmax attention, as NeuSight measured
-        model = cls._from_config(c) if cls is not None else transformers.AutoModel.from_config(c)
-        return HFLogits(model, bool(getattr(c, "is_encoder_decoder", False)))
-
-    depth = getattr(config, "num_hidden_layers", None)
-    if isinstance(depth, int) and depth < 1:  # transformers builds an empty (or, below 0, the same) stack
-        raise GnnperfError(f"hf config {path}: num_hidden_layers must be at least 1, got {depth}")
-    is_encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
-    positions = getattr(config, "max_position_embeddings", None)
-    return ModelSpec(
-        ref=f"hf:{path}",
-        family=cfg["model_type"],
-        input_kind="tokens",
-        default_input_shape=(min(int(positions or 512), 512),),
-        input_names=("input_ids",),
-        builder=build,
-        vocab_size=int(config.vocab_size),
-        # Encoder-decoder stacks have two depths; they are always built whole.
-        num_layers=None if is_encoder_decoder or not depth else int(depth),
-        layer_scope=LAYER_SCOPE,
-        max_positions=positions if isinstance(positions, int) else None,
-    )
-
-
-# Block index in ONNX node names ("/m/transformer/h.3/attn/MatMul") and parameter names ("m.model.layers.3.").
-LAYER_SCOPE = r"[/.](?:h|layer|layers|block|blocks)\.(\d+)[/.]"
-
-
-class HFLogits(nn.Module):
-    """Calls a transformers model with token ids only and returns its first output (the logits).
-
-    Exporters fill a forward's remaining defaults in as graph inputs (``logits_to_keep`` would become a tensor
-    and cut the LM head to one position); this wrapper keeps the traced signature to ``input_ids``.
-    """
-
-    def __init__(self, model: nn.Module, encoder_decoder: bool) -> None:
-        super().__init__()
-        self.m = model
-        self.encoder_decoder = encoder_decoder
-
-    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
-        extra = {"decoder_input_ids": input_ids} if self.encoder_decoder else {}
-        return self.m(input_ids=input_ids, use_cache=False, return_dict=False, **extra)[0]
 
 
 def _zoo(body: str) -> ModelSpec:

@@ -12,7 +12,8 @@ from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cli import summarize
 from gnnperf.graph.export import export_model
-from gnnperf.zoo.resolve import HFLogits, resolve
+from gnnperf.zoo.hf import HFLogits
+from gnnperf.zoo.resolve import resolve
 
 NEUSIGHT_CONFIGS = Path(__file__).resolve().parents[3] / "shared/external/neusight/data/DLmodel_configs"
 

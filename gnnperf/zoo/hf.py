@@ -1,0 +1,126 @@
+"""``hf:PATH/TO/config.json`` references: a transformers text model built from a config with random weights.
+
+``transformers`` builds the class named in ``architectures`` (else the base model) with ``from_config`` and eager
+attention; a deep stack can be built shallower (``ModelSpec.num_layers``, :mod:`gnnperf.graph.repeat`). Only the
+first output (the logits) is priced (:class:`HFLogits`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from gnnperf.errors import GnnperfError
+from gnnperf.zoo.resolve import ModelSpec
+
+
+def hf_spec(path: str) -> ModelSpec:
+    """The spec of ``hf:PATH``: the transformers class a config names, with random weights (see the module doc)."""
+    p = Path(path)
+    try:
+        cfg = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise GnnperfError(f"hf config not found: {path}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise GnnperfError(f"cannot read hf config {path}: {e}") from None
+    if not isinstance(cfg, dict) or "model_type" not in cfg:
+        raise GnnperfError(
+            f"hf config {path} has no 'model_type' (expected a JSON object of a transformers config)"
+        )
+    try:
+        import transformers
+    except ImportError:
+        raise GnnperfError("hf: references need the 'transformers' package") from None
+
+    def make_config(num_layers: int | None):
+        # the precision is the workload's (--precision), not the config's torch_dtype (most hub configs have one)
+        kw = {k: v for k, v in cfg.items() if k not in ("model_type", "torch_dtype", "dtype")}
+        config = transformers.AutoConfig.for_model(cfg["model_type"], **kw)
+        if num_layers is not None:
+            config.num_hidden_layers = num_layers
+        config.use_cache = False  # a training step keeps no KV cache (and the cache object breaks tracing)
+        return config
+
+    try:
+        config = make_config(None)
+    except Exception as e:  # transformers validates fields with its own error types (strict dataclasses...)
+        # it lists every model type it knows after an unknown one: keep the first sentence
+        lines = [s.strip() for s in str(e).split(". Should contain one of")[0].splitlines() if s.strip()]
+        reason = " ".join(lines[:2])[:300] if lines else type(e).__name__  # a field's error spans two lines
+        raise GnnperfError(f"hf config {path}: {reason}") from None
+    archs = cfg.get("architectures") or []
+    if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
+        raise GnnperfError(f"hf config {path}: 'architectures' must be a list of class names, got {archs!r}")
+    cls = getattr(transformers, archs[0], None) if archs else None
+    if archs and cls is None:
+        raise GnnperfError(f"hf config {path}: transformers has no class '{archs[0]}' (its 'architectures')")
+    if cls is not None and not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
+        raise GnnperfError(
+            f"hf config {path}: '{archs[0]}' (its 'architectures') is not a transformers model class"
+        )
+    if cls is not None and cls.config_class is not None and not isinstance(config, cls.config_class):
+        raise GnnperfError(
+            f"hf config {path}: '{archs[0]}' (its 'architectures') takes a {cls.config_class.__name__}, not the "
+            f"{type(config).__name__} of model_type '{cfg['model_type']}'"
+        )
+    try:
+        main_input = (cls or transformers.MODEL_MAPPING[type(config)]).main_input_name
+    except (KeyError, AttributeError):  # a config type without a base model class: told by vocab_size alone
+        main_input = "input_ids"
+    if not hasattr(config, "vocab_size") or main_input != "input_ids":
+        why = f"its input is {main_input}" if main_input != "input_ids" else "no vocab_size"
+        raise GnnperfError(
+            f"hf config {path}: a {cfg['model_type']} model takes no token ids ({why}); hf: references are text "
+            "models, export others to ONNX or give a package.module:factory"
+        )
+    if not isinstance(config.vocab_size, int) or config.vocab_size < 1:
+        raise GnnperfError(f"hf config {path}: vocab_size must be at least 1, got {config.vocab_size!r}")
+
+    def build(num_layers: int | None) -> nn.Module:
+        c = make_config(num_layers)
+        c._attn_implementation = "eager"  # explicit MatMul/Softmax attention, as NeuSight measured
+        model = cls._from_config(c) if cls is not None else transformers.AutoModel.from_config(c)
+        return HFLogits(model, bool(getattr(c, "is_encoder_decoder", False)))
+
+    depth = getattr(config, "num_hidden_layers", None)
+    if isinstance(depth, int) and depth < 1:  # transformers builds an empty (or, below 0, the same) stack
+        raise GnnperfError(f"hf config {path}: num_hidden_layers must be at least 1, got {depth}")
+    is_encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
+    positions = getattr(config, "max_position_embeddings", None)
+    return ModelSpec(
+        ref=f"hf:{path}",
+        family=cfg["model_type"],
+        input_kind="tokens",
+        default_input_shape=(min(int(positions or 512), 512),),
+        input_names=("input_ids",),
+        builder=build,
+        vocab_size=int(config.vocab_size),
+        # Encoder-decoder stacks have two depths; they are always built whole.
+        num_layers=None if is_encoder_decoder or not depth else int(depth),
+        layer_scope=LAYER_SCOPE,
+        max_positions=positions if isinstance(positions, int) else None,
+    )
+
+
+# Block index in ONNX node names ("/m/transformer/h.3/attn/MatMul") and parameter names ("m.model.layers.3.").
+LAYER_SCOPE = r"[/.](?:h|layer|layers|block|blocks)\.(\d+)[/.]"
+
+
+class HFLogits(nn.Module):
+    """Calls a transformers model with token ids only and returns its first output (the logits).
+
+    Exporters fill a forward's remaining defaults in as graph inputs (``logits_to_keep`` would become a tensor
+    and cut the LM head to one position); this wrapper keeps the traced signature to ``input_ids``.
+    """
+
+    def __init__(self, model: nn.Module, encoder_decoder: bool) -> None:
+        super().__init__()
+        self.m = model
+        self.encoder_decoder = encoder_decoder
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        extra = {"decoder_input_ids": input_ids} if self.encoder_decoder else {}
+        return self.m(input_ids=input_ids, use_cache=False, return_dict=False, **extra)[0]
