@@ -146,15 +146,22 @@ def summary(store: str) -> dict:
         .size()
         .unstack(fill_value=0)
         .to_dict(orient="index"),
-        "time_cv_quantiles": {q: float(cv.quantile(q)) for q in (0.1, 0.5, 0.9, 0.99)},
-        "time_cv_per_hardware_median": ok.groupby("hardware")["time_cv"].median().to_dict(),
+        "time_cv_quantiles": {q: _finite(cv.quantile(q)) for q in (0.1, 0.5, 0.9, 0.99)},
+        "time_cv_per_hardware_median": {
+            hw: _finite(v) for hw, v in ok.groupby("hardware")["time_cv"].median().items()
+        },
         "iteration_time_ms_range": [
-            float(ok["iteration_time_ms"].min()),
-            float(ok["iteration_time_ms"].max()),
+            _finite(ok["iteration_time_ms"].min()),
+            _finite(ok["iteration_time_ms"].max()),
         ],
-        "iteration_time_ms_median": float(ok["iteration_time_ms"].median()),
-        "n_iters_median": float(ok["n_iters"].median()),
+        "iteration_time_ms_median": _finite(ok["iteration_time_ms"].median()),
+        "n_iters_median": _finite(ok["n_iters"].median()),
     }
+
+
+def _finite(value: float) -> float | None:
+    """JSON has no NaN: a statistic of no values (sources that record no CV, a store without an ok row) is null."""
+    return None if math.isnan(value) else float(value)
 
 
 def _family_hardware_table(counts: dict[str, dict[str, int]], hardware: list[str]) -> Table:
@@ -217,11 +224,14 @@ def run(args: argparse.Namespace) -> int:
     console.print(f"{s['samples']} samples {s['status']}; {s['models']} models in {s['families']} families")
     console.print(_family_hardware_table(s["per_family_hardware"], list(s["hardware"])))
     q = s["time_cv_quantiles"]
-    if all(math.isnan(v) for v in q.values()):  # public tables (NeuSight) give one time per row
+    if all(v is None for v in q.values()):  # public tables (NeuSight) give one time per row
         console.print("time CV: not recorded by this store's sources")
     else:
         console.print(f"time CV p10 {q[0.1]:.3f}  median {q[0.5]:.3f}  p90 {q[0.9]:.3f}  p99 {q[0.99]:.3f}")
     lo, hi = s["iteration_time_ms_range"]
+    if lo is None:
+        console.print("no sample of this store has status ok: no iteration times")
+        return 0
     console.print(
         f"iteration time {lo:.2f} .. {hi:.1f} ms (median {s['iteration_time_ms_median']:.1f}); software {s['software']}"
     )

@@ -58,6 +58,24 @@ def test_summary_of_what_is_not_a_store_is_one_error_line(tmp_path, capsys, path
     assert says in captured.err and len(captured.err.strip().splitlines()) == 1 and captured.out == ""
 
 
+def test_summary_of_a_store_without_an_ok_sample_is_valid_json(tmp_path, capsys):
+    import json
+
+    from gnnperf.cli import main
+
+    row = SampleStore(DATASETS / "h200", readonly=True).read().iloc[0].to_dict()
+    results = ("iteration_time_ms", "time_p10_ms", "time_p90_ms", "time_cv", "n_iters", "peak_memory_mb")
+    row.update(dict.fromkeys(results), status="oom", error="CUDA out of memory", sample_id=None)
+    SampleStore(tmp_path / "failed").write_shard([make_sample(**row)])
+    assert main(["data", "summary", str(tmp_path / "failed"), "--json"]) == 0
+    # strict JSON: null, not NaN, for the statistics of no rows (Python's json would read NaN)
+    s = json.loads(capsys.readouterr().out, parse_constant=lambda c: pytest.fail(f"{c} in the JSON"))
+    assert s["status"] == {"oom": 1} and s["iteration_time_ms_range"] == [None, None]
+    assert s["time_cv_per_hardware_median"] == {} and set(s["time_cv_quantiles"].values()) == {None}
+    assert main(["data", "summary", str(tmp_path / "failed")]) == 0
+    assert "no sample of this store has status ok" in capsys.readouterr().out
+
+
 def test_summary_of_the_cpu_store(capsys):
     import json
 
