@@ -204,9 +204,7 @@ def run(args: argparse.Namespace) -> int:
     elif len(rows) == 1:
         print_row(rows[0])
     else:
-        print_comparison(
-            rows, fastest_first=any(t.strip().lower() == "all" for t in args.hardware.split(","))
-        )
+        print_comparison(rows, fastest_first=_asks_every_gpu(args.hardware))
     return 0
 
 
@@ -232,10 +230,16 @@ def _hardware_names(text: str, hardware_file: str | None) -> list[str]:
     names = [t.strip() for t in text.split(",")]
     if not all(names):
         raise GnnperfError(f"--hardware {text!r}: expected a device name or several, comma-separated")
-    gpus = sorted(name for name, spec in load_table(hardware_file).items() if spec.kind == "gpu")
+    gpus = []
+    if _asks_every_gpu(text):
+        gpus = sorted(name for name, spec in load_table(hardware_file).items() if spec.kind == "gpu")
     expanded = [g for n in names for g in (gpus if n.lower() == "all" else [n])]
     # aliases of one entry are one device; a name the table lacks stays as given (a trained-on CPU, a typo)
     return list(dict.fromkeys(canonical_name(n, hardware_file) or n for n in expanded))
+
+
+def _asks_every_gpu(text: str) -> bool:
+    return any(t.strip().lower() == "all" for t in text.split(","))
 
 
 def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:
