@@ -34,7 +34,6 @@ import numpy as np
 import pandas as pd
 
 from gnnperf.baselines.registry import peak_flops_per_s
-from gnnperf.data.processing import workload_from_row
 from gnnperf.data.store import SampleStore, select_samples
 from gnnperf.errors import GnnperfError, run_script
 from gnnperf.eval.compare import read_predictions
@@ -63,15 +62,6 @@ def peak_tflops(hardware: str, precision: str) -> float:
 
 def log_peaks(hardware, precision) -> np.ndarray:
     return np.log([peak_tflops(h, p) for h, p in zip(hardware, precision, strict=True)])
-
-
-def query(row: pd.Series, hardware: str) -> Query:
-    w = workload_from_row(row)
-    return Query(
-        model=row["model_ref"], hardware=hardware, batch_size=w.batch_size, input_shape=w.input_shape,
-        precision=row["precision"], mode=w.mode, optimizer=w.optimizer, timed=w.timed,
-        memory_format=w.memory_format, h2d=w.h2d, num_devices=w.num_devices,
-    )  # fmt: skip
 
 
 def flops_per_op(rows: pd.DataFrame) -> dict[str, float]:
@@ -127,8 +117,10 @@ def device_table(job: Path, samples: pd.DataFrame) -> tuple[str, pd.DataFrame, i
     if pairs.empty:
         raise GnnperfError(f"{job}: no test row's model ran the same workload on a training device")
     predictor = Predictor.from_checkpoint(job / "predictor.ckpt")
-    at_held = predictor.predict([query(r, held) for _, r in pairs.iterrows()])
-    at_ref = predictor.predict([query(_ref_row(r), r["hardware_ref"]) for _, r in pairs.iterrows()])
+    at_held = predictor.predict([Query.from_sample(r, held) for _, r in pairs.iterrows()], batch_cap=False)
+    at_ref = predictor.predict(
+        [Query.from_sample(_ref_row(r), r["hardware_ref"]) for _, r in pairs.iterrows()], batch_cap=False
+    )
     pairs = pairs.assign(
         gnn_h=[p["iteration_time_ms"] for p in at_held], gnn_g=[p["iteration_time_ms"] for p in at_ref]
     )

@@ -23,7 +23,7 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,39 +32,11 @@ if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
     from gnnperf.measure.workload import Workload
 
 from gnnperf.predictor.epoch import epoch_estimate  # noqa: F401 - part of this module's API
+from gnnperf.predictor.query import Query
 
 DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
 # Trained on every real source (experiments/all_sources); its model card sits beside it.
 SHIPPED_CHECKPOINT = Path(__file__).parent / "predictor" / "shipped" / "predictor.ckpt"
-
-
-@dataclass(frozen=True)
-class Query:
-    """One prediction request (GUIDE "Model reference" and workload fields; see :class:`Workload`).
-
-    ``batch_size`` is per device; ``num_devices`` > 1 is a data-parallel iteration (the torchvision GPU benchmark's
-    DataParallel rows, 1-4 GPUs, are the only such training data of the shipped predictor). ``h2d`` puts the
-    host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
-    """
-
-    model: str
-    hardware: str
-    batch_size: int
-    input_shape: tuple[int, ...] | None = None
-    precision: str = "fp32"
-    mode: str = "train"
-    optimizer: str | None = None
-    timed: str | None = None
-    memory_format: str = "contiguous"
-    h2d: bool = False
-    num_devices: int = 1
-
-    def workload(self, input_shape: Iterable[int]) -> Workload:
-        """The query's workload at the model's resolved per-sample ``input_shape`` (every other field its own)."""
-        from gnnperf.measure.workload import Workload
-
-        same = {f.name: getattr(self, f.name) for f in fields(Workload) if f.name != "input_shape"}
-        return Workload(input_shape=tuple(input_shape), **same)
 
 
 class Predictor:
@@ -250,26 +222,38 @@ class Predictor:
             memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate)
         return memory
 
+    def _item(self, graph, spec: HardwareSpec, workload: Workload):
+        """The network's input for ``workload`` of ``graph`` on ``spec`` (``hardware`` for the fallback's baseline)."""
+        import torch
+
+        from gnnperf.data.dataset import sample_data
+        from gnnperf.hardware.vector import hardware_vector
+
+        hw = torch.from_numpy(hardware_vector(spec))
+        item = sample_data(graph, workload, hw, self.device_index(spec.name))
+        item.hardware = spec.name
+        return item
+
     def predict(
         self,
         queries: Query | Iterable[Query],
         breakdown: int = 0,
         hardware_file: str | None = None,
         calibrated: bool = True,
+        batch_cap: bool = True,
     ) -> list[dict]:
         """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops.
 
+        With ``batch_cap`` a prediction is at most those of the same step at the powers of two above its batch
+        (:mod:`gnnperf.predictor.batch_cap`); ``capped_at_batch`` names the batch that set it, if one did.
         After :meth:`calibrate`, predictions of a calibrated device and workload are scaled and carry
         ``calibration_factor``, unless ``calibrated`` is false.
         """
-        import torch
-        from torch_geometric.data import Batch
-
-        from gnnperf.data.dataset import sample_data
         from gnnperf.errors import GnnperfError
         from gnnperf.graph.build import GraphCache, build_graph
-        from gnnperf.hardware.vector import hardware_vector
+        from gnnperf.predictor.batch_cap import cap_at_larger, larger_batches
         from gnnperf.predictor.coverage import extrapolation, same_rate_precision
+        from gnnperf.predictor.model import predict_samples
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         if not queries:
@@ -298,30 +282,36 @@ class Predictor:
             precision = same_rate_precision(trained_on, q.precision, spec) or q.precision
             as_run = replace(q, memory_format="contiguous" if moot else q.memory_format, precision=precision)
             workload = as_run.workload(graph.input_shape)
-            hw = torch.from_numpy(hardware_vector(spec))
-            item = sample_data(graph, workload, hw, self.device_index(spec.name))
-            item.hardware = spec.name  # for the fallback's baseline
-            items.append(item)
+            items.append(self._item(graph, spec, workload))
             graphs.append((graph, spec, workload))
-        batch = Batch.from_data_list(items)
-        with torch.inference_mode():
-            log_ms, node_ms = self.model(batch)
-        gnn_ms = torch.exp(log_ms).double().numpy()
+        # the larger batches each prediction is capped at: items after the asked ones, each step once
+        index = {(g.model_ref, s.name, w): i for i, (g, s, w) in enumerate(graphs)}
+        ladders: list[list[tuple[int, int]]] = [[] for _ in graphs]
+        for (graph, spec, workload), ladder in zip(graphs, ladders, strict=True):
+            for b in larger_batches(workload.batch_size) if batch_cap else []:
+                key = (graph.model_ref, spec.name, replace(workload, batch_size=b))
+                if key not in index:
+                    index[key] = len(items)
+                    items.append(self._item(graph, spec, key[-1]))
+                ladder.append((b, index[key]))
+        gnn_ms, node_ms = predict_samples(self.model, items)
+        gnn_ms = gnn_ms.numpy()
         all_ms, share = gnn_ms, [0.0] * len(items)
         if self.fallback is not None:
             from gnnperf.baselines.registry import BaselineData
 
             specs = {spec.name: spec for _, spec, _ in graphs}
-            all_ms, share = self.fallback.apply(gnn_ms, BaselineData.from_batches([batch], specs))
+            all_ms, share = self.fallback.apply(gnn_ms, BaselineData.from_batches(items, specs))
         if breakdown and node_ms is None:
             raise GnnperfError(
                 f"a per-op breakdown needs a readout with per-op terms (additive, roofline*, opcost); {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
         lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
+        capped = cap_at_larger(all_ms, ladders)
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
-            ms = float(all_ms[i])
+            ms, cap_batch = capped[i]
             row = {
                 "model": graph.model_ref,
                 "hardware": spec.name,
@@ -346,6 +336,9 @@ class Predictor:
             row["precision_predicted_as"] = (
                 workload.precision if workload.precision != row["precision"] else None
             )
+            row["capped_at_batch"] = cap_batch
+            if cap_batch is not None:
+                row["uncapped_ms"] = float(all_ms[i])
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
@@ -356,7 +349,8 @@ class Predictor:
                 row["interval_ms"] = [v * factor for v in row["interval_ms"]]
                 row["calibration_factor"] = factor
             if breakdown:
-                ops_ms = node_ms[batch.batch == i] * (factor or 1.0)
+                # a capped step's ops scaled alike (they are the asked batch's)
+                ops_ms = node_ms[i] * (factor or 1.0) * (ms / all_ms[i])
                 row["breakdown"] = _top_ops(graph, ops_ms, breakdown)
                 # the rest of the time is the readout's per-iteration overhead (and any fallback blend)
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())

@@ -239,3 +239,35 @@ class PerfGNN(nn.Module):
         node_ms, overhead_ms = torch.exp(log_node), torch.exp(log_overhead)
         total_ms = overhead_ms.clone().index_add_(0, node_batch, node_ms)
         return Breakdown(node_ms, overhead_ms, total_ms)
+
+
+# Nodes per forward pass at prediction time: a CLI query over many devices and batches (and each batch's cap,
+# gnnperf.predictor.batch_cap) is thousands of graphs; one pass over all of them would hold every activation.
+NODES_PER_PASS = 200_000
+
+
+@torch.inference_mode()
+def predict_samples(model: nn.Module, samples: Sequence) -> tuple[Tensor, list[Tensor] | None]:
+    """Predicted ms per sample (float64) and, from readouts with per-op terms, each sample's per-op ms.
+
+    The samples (PyG ``Data`` of :func:`gnnperf.data.dataset.sample_data`) go through ``model`` in passes of at
+    most :data:`NODES_PER_PASS` nodes (or one sample), in order.
+    """
+    from torch_geometric.data import Batch
+
+    passes: list[list] = [[]]
+    nodes = 0
+    for sample in samples:
+        if passes[-1] and nodes + sample.num_nodes > NODES_PER_PASS:
+            passes.append([])
+            nodes = 0
+        passes[-1].append(sample)
+        nodes += sample.num_nodes
+    total, per_op = [], []
+    for part in passes:
+        batch = Batch.from_data_list(part)
+        log_ms, node_ms = model(batch)
+        total.append(torch.exp(log_ms).double())
+        if node_ms is not None:
+            per_op += list(torch.split(node_ms, batch.ptr.diff().tolist()))
+    return torch.cat(total), per_op or None

@@ -92,6 +92,11 @@ def print_row(row: dict) -> None:
         print(f"  channels_last: {NOTES['channels_last_moot'][1]}")
     if row.get("precision_predicted_as"):
         print(f"  {row['precision']}: {NOTES['precision_predicted_as'][1]} ({row['precision_predicted_as']})")
+    if row.get("capped_at_batch"):
+        print(
+            f"  at most the batch-{row['capped_at_batch']} prediction ({NOTES['capped_at_batch'][1]}; the network "
+            f"said {row['uncapped_ms']:.2f} ms)"
+        )
     if row["priced_at_fp32_peak"]:
         print(
             f"  {row['hardware']} has no {row['precision']} rate of its own in the hardware table: priced at its FP32 "
@@ -151,6 +156,10 @@ NOTES = {
     "channels_last_moot": (
         "layout moot",
         "no 4-D or 5-D input and no convolution for channels_last to change: predicted as the contiguous step",
+    ),
+    "capped_at_batch": (
+        "batch cap",
+        "predicted slower than at a larger batch, so given that time: a smaller batch is never slower",
     ),
     "precision_predicted_as": (
         "as fp16",

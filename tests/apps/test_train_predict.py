@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 
 from gnnperf.apps import CONF_DIR
@@ -645,3 +646,49 @@ def test_bad_fallback_name_fails_before_training(store, tmp_path):
     with pytest.raises(GnnperfError, match="cannot be the fallback"):
         train(c)
     assert not (tmp_path / "o").exists() or not any((tmp_path / "o").rglob("*.ckpt"))
+
+
+def test_a_smaller_batch_is_never_predicted_slower_than_the_powers_of_two_above_it(trained):
+    from gnnperf.predictor.batch_cap import LARGEST
+
+    predictor = Predictor.from_checkpoint(trained[0])
+    model = "zoo:mlp?depth=4&width=48&in_features=16"
+    batches = [1, 2, 3, 8, 12, LARGEST, 2 * LARGEST]
+    # a network that predicts 1/batch ms: every larger batch faster, so each step is capped at LARGEST's time
+    predictor.model.forward = lambda batch: (-batch["batch_size"].double().log(), None)
+    rows = predictor.predict([Query(model, "t4", b) for b in batches])
+    assert [r["iteration_time_ms"] for r in rows] == pytest.approx([1 / LARGEST] * 6 + [1 / (2 * LARGEST)])
+    assert [r["capped_at_batch"] for r in rows] == [LARGEST] * 5 + [None, None]
+    assert [r["uncapped_ms"] for r in rows[:5]] == pytest.approx([1 / b for b in batches[:5]])
+    assert rows[0]["interval_ms"] == pytest.approx(rows[5]["interval_ms"])
+    raw = predictor.predict([Query(model, "t4", b) for b in batches], batch_cap=False)
+    assert [r["iteration_time_ms"] for r in raw] == pytest.approx([1 / b for b in batches])
+    assert all(r["capped_at_batch"] is None and "uncapped_ms" not in r for r in raw)
+    # a capped step's per-op times are scaled as its total is
+    predictor.model.forward = lambda batch: (-batch["batch_size"].double().log(), torch.ones(batch.num_nodes))
+    (row,) = predictor.predict(Query(model, "t4", 8), breakdown=1)
+    assert row["breakdown"][0]["ms"] == pytest.approx(8 / LARGEST)
+    # a network that predicts more time at every larger batch: nothing to cap
+    predictor.model.forward = lambda batch: (batch["batch_size"].double().log(), None)
+    rows = predictor.predict([Query(model, "t4", b) for b in batches])
+    assert [r["iteration_time_ms"] for r in rows] == pytest.approx(batches)
+    assert all(r["capped_at_batch"] is None for r in rows)
+
+
+def test_predictions_do_not_depend_on_how_many_graphs_share_a_forward_pass(trained, monkeypatch):
+    import gnnperf.predictor.model as model_module
+
+    predictor = Predictor.from_checkpoint(trained[0])
+    queries = [
+        Query("zoo:mlp?depth=4&width=48&in_features=16", d, b)
+        for d in ("t4", "a100-sxm4-40gb")
+        for b in (3, 8)
+    ]
+    together = predictor.predict(queries, breakdown=2)
+    monkeypatch.setattr(model_module, "NODES_PER_PASS", 1)  # one graph per pass
+    alone = predictor.predict(queries, breakdown=2)
+    for a, b in zip(together, alone, strict=True):
+        assert a["iteration_time_ms"] == pytest.approx(b["iteration_time_ms"], rel=1e-5)
+        assert [op["ms"] for op in a["breakdown"]] == pytest.approx(
+            [op["ms"] for op in b["breakdown"]], rel=1e-5
+        )

@@ -1,0 +1,51 @@
+"""A prediction request: a model reference, a device and the workload (:class:`Query`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
+    from gnnperf.measure.workload import Workload
+
+
+@dataclass(frozen=True)
+class Query:
+    """One prediction request (GUIDE "Model reference" and workload fields; see :class:`Workload`).
+
+    ``batch_size`` is per device; ``num_devices`` > 1 is a data-parallel iteration (the torchvision GPU benchmark's
+    DataParallel rows, 1-4 GPUs, are the only such training data of the shipped predictor). ``h2d`` puts the
+    host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
+    """
+
+    model: str
+    hardware: str
+    batch_size: int
+    input_shape: tuple[int, ...] | None = None
+    precision: str = "fp32"
+    mode: str = "train"
+    optimizer: str | None = None
+    timed: str | None = None
+    memory_format: str = "contiguous"
+    h2d: bool = False
+    num_devices: int = 1
+
+    def workload(self, input_shape: Iterable[int]) -> Workload:
+        """The query's workload at the model's resolved per-sample ``input_shape`` (every other field its own)."""
+        from gnnperf.measure.workload import Workload
+
+        same = {f.name: getattr(self, f.name) for f in fields(Workload) if f.name != "input_shape"}
+        return Workload(input_shape=tuple(input_shape), **same)
+
+    @classmethod
+    def from_sample(cls, row: Mapping[str, Any], hardware: str | None = None) -> Query:
+        """The query of a sample row (GUIDE "Sample schema"), on its own device unless ``hardware`` is given."""
+        from gnnperf.data.processing import workload_from_row
+
+        w = workload_from_row(row)
+        return cls(
+            model=str(row["model_ref"]), hardware=hardware or str(row["hardware"]), batch_size=w.batch_size,
+            input_shape=w.input_shape, precision=str(row["precision"]), mode=w.mode, optimizer=w.optimizer,
+            timed=w.timed, memory_format=w.memory_format, h2d=w.h2d, num_devices=w.num_devices,
+        )  # fmt: skip
