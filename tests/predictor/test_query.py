@@ -1,0 +1,20 @@
+"""Query: a prediction request, from its fields or from a sample row."""
+
+from __future__ import annotations
+
+from gnnperf.predict import Query
+
+
+def test_a_sample_row_gives_the_query_of_its_own_step():
+    row = {
+        "model_ref": "torchvision:resnet50", "hardware": "titan-rtx", "batch_size": 12, "input_shape": "3,224,224",
+        "mode": "train", "precision": "fp16", "optimizer": "unknown", "timed": "h2d+fwd+bwd",
+        "memory_format": "unknown", "num_devices": 2,
+    }  # fmt: skip
+    q = Query.from_sample(row)
+    assert q == Query(
+        "torchvision:resnet50", "titan-rtx", 12, input_shape=(3, 224, 224), precision="fp16", optimizer="none",
+        timed="fwd+bwd", h2d=True, num_devices=2,
+    )  # fmt: skip
+    assert q.workload(q.input_shape).timed_label == "h2d+fwd+bwd"
+    assert Query.from_sample(row, "a100-sxm4-40gb").hardware == "a100-sxm4-40gb"
