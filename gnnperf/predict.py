@@ -222,15 +222,21 @@ class Predictor:
             memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate)
         return memory
 
-    def _item(self, graph, spec: HardwareSpec, workload: Workload):
-        """The network's input for ``workload`` of ``graph`` on ``spec`` (``hardware`` for the fallback's baseline)."""
+    def _item(self, graph, spec: HardwareSpec, workload: Workload, features: dict):
+        """The network's input for ``workload`` of ``graph`` on ``spec`` (``hardware`` for the fallback's baseline).
+
+        ``features`` keeps each (model, workload)'s graph features for the other devices of one call.
+        """
         import torch
 
-        from gnnperf.data.dataset import sample_data
+        from gnnperf.data.dataset import graph_features, sample_data
         from gnnperf.hardware.vector import hardware_vector
 
+        key = (graph.model_ref, workload)
+        if key not in features:
+            features[key] = graph_features(graph, workload)
         hw = torch.from_numpy(hardware_vector(spec))
-        item = sample_data(graph, workload, hw, self.device_index(spec.name))
+        item = sample_data(graph, workload, hw, self.device_index(spec.name), features[key])
         item.hardware = spec.name
         return item
 
@@ -261,7 +267,7 @@ class Predictor:
         if breakdown < 0:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
         trained_on = self.info.get("trained_on", {})
-        items, graphs, layout_moot = [], [], []
+        items, graphs, layout_moot, features = [], [], [], {}
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
             if spec.kind != "gpu" and q.num_devices > 1:
@@ -282,7 +288,7 @@ class Predictor:
             precision = same_rate_precision(trained_on, q.precision, spec) or q.precision
             as_run = replace(q, memory_format="contiguous" if moot else q.memory_format, precision=precision)
             workload = as_run.workload(graph.input_shape)
-            items.append(self._item(graph, spec, workload))
+            items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
         # the larger batches each prediction is capped at: items after the asked ones, each step once
         index = {(g.model_ref, s.name, w): i for i, (g, s, w) in enumerate(graphs)}
@@ -292,7 +298,7 @@ class Predictor:
                 key = (graph.model_ref, spec.name, replace(workload, batch_size=b))
                 if key not in index:
                     index[key] = len(items)
-                    items.append(self._item(graph, spec, key[-1]))
+                    items.append(self._item(graph, spec, key[-1], features))
                 ladder.append((b, index[key]))
         gnn_ms, node_ms = predict_samples(self.model, items)
         gnn_ms = gnn_ms.numpy()

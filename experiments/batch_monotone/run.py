@@ -25,10 +25,12 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from sklearn.isotonic import isotonic_regression
 
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError, run_script
 from gnnperf.eval.compare import read_predictions
+from gnnperf.eval.metrics import regression_metrics
 from gnnperf.predict import Predictor, Query
 
 MODELS = [
@@ -82,32 +84,17 @@ def grid(predictor: Predictor, models: list[str]) -> dict:
 LADDER = [2**k for k in range(13)]  # batches 1-4096 each test row is predicted at
 
 
-def mape(pred: np.ndarray, true: np.ndarray) -> float:
-    return float(np.mean(np.abs(pred / true - 1)) * 100)
-
-
-def isotonic(log_ms: np.ndarray) -> np.ndarray:
-    """The non-decreasing least-squares fit of a sequence (pool adjacent violators)."""
-    blocks: list[list[float]] = []  # [mean, weight]
-    for v in log_ms:
-        blocks.append([float(v), 1.0])
-        while len(blocks) > 1 and blocks[-2][0] > blocks[-1][0]:
-            (m1, w1), (m2, w2) = blocks.pop(-2), blocks.pop()
-            blocks.append([(m1 * w1 + m2 * w2) / (w1 + w2), w1 + w2])
-    return np.concatenate([np.full(int(w), m) for m, w in blocks])
-
-
 def variants(own: float, batch: int, ladder_ms: dict[int, float]) -> dict[str, float]:
     """One row's prediction made monotone in the batch three ways, from the network's predictions at ``LADDER``."""
     below = [ladder_ms[b] for b in LADDER if b < batch]
     above = [ladder_ms[b] for b in LADDER if b > batch]
     batches = sorted({*LADDER, batch})
-    seq = np.log([own if b == batch else ladder_ms[b] for b in batches])
+    seq = np.log([own if b == batch else ladder_ms[b] for b in batches])  # pool adjacent violators
     return {
         "network": own,
         "floor": max([own, *below]),  # at least every smaller batch's prediction
         "cap": min([own, *above]),  # at most every larger batch's prediction
-        "isotonic": float(np.exp(isotonic(seq)[batches.index(batch)])),
+        "isotonic": float(np.exp(isotonic_regression(seq, increasing=True)[batches.index(batch)])),
     }
 
 
@@ -152,7 +139,7 @@ def test_part(predictor: Predictor, job: Path, samples: pd.DataFrame) -> dict:
         for v in ("network", "floor", "cap", "isotonic"):
             changed = ~np.isclose(g[v], g["network"], rtol=1e-6)
             out[name][v] = {
-                "mape": mape(g[v].to_numpy(), truth),
+                "mape": regression_metrics(g[v].to_numpy(), truth)["mape"],
                 "changed_rows": int(changed.sum()),
                 # on the rows it changed: were they under- or over-predicted by the network?
                 "changed_median_network_over_true": float((g["network"] / truth)[changed].median())

@@ -283,9 +283,20 @@ def graph_features(graph: OpGraph, workload: Workload) -> tuple[PerfData, torch.
     return PerfData.from_dict(data.to_dict()), u, agg
 
 
-def sample_data(graph: OpGraph, workload: Workload, hw: torch.Tensor, hw_id: int) -> PerfData:
-    """One query in the batch format (no target): what :class:`PerfDataset` yields, for prediction."""
-    data, u, agg = graph_features(graph, workload)
+def sample_data(
+    graph: OpGraph,
+    workload: Workload,
+    hw: torch.Tensor,
+    hw_id: int,
+    features: tuple[PerfData, torch.Tensor, torch.Tensor] | None = None,
+) -> PerfData:
+    """One query in the batch format (no target): what :class:`PerfDataset` yields, for prediction.
+
+    ``features``: :func:`graph_features` of ``graph`` and ``workload`` computed once for several devices (shared,
+    not mutated).
+    """
+    base, u, agg = features or graph_features(graph, workload)
+    data = copy.copy(base)  # shallow, as in PerfDataset.get
     data.u, data.agg = u, agg
     data.hw = hw.view(1, -1).float()
     data.hw_id = torch.tensor([hw_id], dtype=torch.long)
