@@ -251,13 +251,14 @@ class Predictor:
         """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops.
 
         With ``batch_cap`` a prediction is at most those of the same step at the powers of two above its batch
-        (:mod:`gnnperf.predictor.batch_cap`); ``capped_at_batch`` names the batch that set it, if one did.
+        and at the larger batches asked in the same call (:mod:`gnnperf.predictor.batch_cap`); ``capped_at_batch``
+        names the batch that set it, if one did.
         After :meth:`calibrate`, predictions of a calibrated device and workload are scaled and carry
         ``calibration_factor``, unless ``calibrated`` is false.
         """
         from gnnperf.errors import GnnperfError
         from gnnperf.graph.build import GraphCache, build_graph
-        from gnnperf.predictor.batch_cap import cap_at_larger, larger_batches
+        from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
         from gnnperf.predictor.coverage import extrapolation, same_rate_precision
         from gnnperf.predictor.model import predict_samples
 
@@ -290,11 +291,13 @@ class Predictor:
             workload = as_run.workload(graph.input_shape)
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
-        # the larger batches each prediction is capped at: items after the asked ones, each step once
+        # the larger batches each prediction is capped at: items after the asked ones, each step once (a step's
+        # workload at batch 1 stands for it at every batch)
         index = {(g.model_ref, s.name, w): i for i, (g, s, w) in enumerate(graphs)}
+        steps = [((g.model_ref, s.name, replace(w, batch_size=1)), w.batch_size) for g, s, w in graphs]
         ladders: list[list[tuple[int, int]]] = [[] for _ in graphs]
-        for (graph, spec, workload), ladder in zip(graphs, ladders, strict=True):
-            for b in larger_batches(workload.batch_size) if batch_cap else []:
+        for (graph, spec, workload), ladder, larger in zip(graphs, ladders, cap_batches(steps), strict=True):
+            for b in larger if batch_cap else []:
                 key = (graph.model_ref, spec.name, replace(workload, batch_size=b))
                 if key not in index:
                     index[key] = len(items)

@@ -12,12 +12,13 @@ Why a cap and not a floor: on the shipped predictor's test part, flooring each p
 two raised 103 of the torchvision benchmark's 228 rows (all at batch 12, its only batch, so well learned; the
 smaller batches there are extrapolated, and too slow) and took that source from 7.4% to 11.3% MAPE; the cap changed
 6 of 1,164 rows and the MAPE by under 0.03 point on every source, an isotonic fit over the batches 66 rows and 0.02
-point overall. Two asked batches between the same powers of two (10 and 12) are not capped against each other.
+point overall. ``Predictor.predict`` adds the larger batches asked of the same step in one call to the ladder, so
+two asked batches between the same powers of two (10 and 12) are capped against each other too.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 LARGEST = (
     4096  # the largest batch a prediction is capped at (the range checked in experiments/batch_monotone)
@@ -27,6 +28,17 @@ LARGEST = (
 def larger_batches(batch_size: int) -> list[int]:
     """The powers of two above ``batch_size``, up to :data:`LARGEST`."""
     return [2**k for k in range(LARGEST.bit_length()) if batch_size < 2**k]
+
+
+def cap_batches(steps: Sequence[tuple[Hashable, int]]) -> list[list[int]]:
+    """Per asked (step, batch), the batches its prediction is capped at, in order.
+
+    The powers of two above the batch (:func:`larger_batches`) and the larger batches asked of the same step.
+    """
+    asked: dict[Hashable, set[int]] = {}
+    for step, batch in steps:
+        asked.setdefault(step, set()).add(batch)
+    return [sorted({*larger_batches(b), *(a for a in asked[step] if a > b)}) for step, b in steps]
 
 
 def cap_at_larger(

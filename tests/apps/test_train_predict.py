@@ -654,13 +654,16 @@ def test_a_smaller_batch_is_never_predicted_slower_than_the_powers_of_two_above_
     predictor = Predictor.from_checkpoint(trained[0])
     model = "zoo:mlp?depth=4&width=48&in_features=16"
     batches = [1, 2, 3, 8, 12, LARGEST, 2 * LARGEST]
-    # a network that predicts 1/batch ms: every larger batch faster, so each step is capped at LARGEST's time
+    # a network that predicts 1/batch ms: every larger batch faster, so each step is capped at LARGEST's time,
+    # or, asked together with a larger batch of the same step, at that one's
     predictor.model.forward = lambda batch: (-batch["batch_size"].double().log(), None)
+    (row,) = predictor.predict([Query(model, "t4", 3)])
+    assert row["iteration_time_ms"] == pytest.approx(1 / LARGEST) and row["capped_at_batch"] == LARGEST
     rows = predictor.predict([Query(model, "t4", b) for b in batches])
-    assert [r["iteration_time_ms"] for r in rows] == pytest.approx([1 / LARGEST] * 6 + [1 / (2 * LARGEST)])
-    assert [r["capped_at_batch"] for r in rows] == [LARGEST] * 5 + [None, None]
-    assert [r["uncapped_ms"] for r in rows[:5]] == pytest.approx([1 / b for b in batches[:5]])
-    assert rows[0]["interval_ms"] == pytest.approx(rows[5]["interval_ms"])
+    assert [r["iteration_time_ms"] for r in rows] == pytest.approx([1 / (2 * LARGEST)] * 7)
+    assert [r["capped_at_batch"] for r in rows] == [2 * LARGEST] * 6 + [None]
+    assert [r["uncapped_ms"] for r in rows[:6]] == pytest.approx([1 / b for b in batches[:6]])
+    assert rows[0]["interval_ms"] == pytest.approx(rows[6]["interval_ms"])
     raw = predictor.predict([Query(model, "t4", b) for b in batches], batch_cap=False)
     assert [r["iteration_time_ms"] for r in raw] == pytest.approx([1 / b for b in batches])
     assert all(r["capped_at_batch"] is None and "uncapped_ms" not in r for r in raw)
@@ -673,6 +676,25 @@ def test_a_smaller_batch_is_never_predicted_slower_than_the_powers_of_two_above_
     rows = predictor.predict([Query(model, "t4", b) for b in batches])
     assert [r["iteration_time_ms"] for r in rows] == pytest.approx(batches)
     assert all(r["capped_at_batch"] is None for r in rows)
+
+
+def test_asked_batches_between_the_same_powers_of_two_are_capped_against_each_other(trained):
+    predictor = Predictor.from_checkpoint(trained[0])
+    model = "zoo:mlp?depth=4&width=48&in_features=16"
+
+    def forward(batch):  # 1 ms at every power of two, 1/batch ms elsewhere: only the asked 12 can cap the 10
+        b = batch["batch_size"].long()
+        return torch.where((b & (b - 1)) == 0, 0.0, -b.double().log()), None
+
+    predictor.model.forward = forward
+    rows = predictor.predict(
+        [Query(model, "t4", 10), Query(model, "t4", 12), Query(model, "a100-sxm4-40gb", 12)]
+    )
+    assert [r["iteration_time_ms"] for r in rows] == pytest.approx([1 / 12, 1 / 12, 1 / 12])
+    assert [r["capped_at_batch"] for r in rows] == [12, None, None]
+    # another device's 12 is another step: the 10 alone is not capped
+    (alone,) = predictor.predict([Query(model, "a100-sxm4-40gb", 10)])
+    assert alone["iteration_time_ms"] == pytest.approx(1 / 10) and alone["capped_at_batch"] is None
 
 
 def test_predictions_do_not_depend_on_how_many_graphs_share_a_forward_pass(trained, monkeypatch):

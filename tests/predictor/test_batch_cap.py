@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gnnperf.predictor.batch_cap import LARGEST, cap_at_larger, larger_batches
+from gnnperf.predictor.batch_cap import LARGEST, cap_at_larger, cap_batches, larger_batches
 
 
 @pytest.mark.parametrize(
@@ -29,3 +29,13 @@ def test_each_prediction_is_capped_at_the_least_of_its_larger_batches():
     ladders = [[(2, 2), (4, 3)], [(8, 4)]]
     assert cap_at_larger(ms, ladders) == [(4.0, 4), (8.0, 8)]
     assert cap_at_larger(ms, [[], []]) == [(5.0, None), (9.0, None)]
+
+
+def test_larger_batches_asked_of_the_same_step_join_the_powers_of_two():
+    steps = [("a", 10), ("a", 12), ("b", 12), ("a", 5000)]
+    assert cap_batches(steps) == [
+        [12, *larger_batches(10), 5000],
+        [*larger_batches(12), 5000],
+        larger_batches(12),
+        [],
+    ]
