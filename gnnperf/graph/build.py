@@ -151,11 +151,26 @@ def _export_ir(
     A stack whose blocks are not two distinct copies (ALBERT applies one shared layer ``depth`` times, so its
     graph names a single layer) cannot be repeated: it is exported whole instead.
     """
+
+    def ir(e: Exported) -> OpGraph:
+        return build_ir(e.model, spec.ref, shape, e.exporter, e.model_inputs, e.trainable)
+
+    depth = 2 if shallow else None
     if exported is None:
-        exported = export_model(spec, shape, exporter, 2 if shallow else None, export_batch)
-    graph = build_ir(
-        exported.model, spec.ref, shape, exported.exporter, exported.model_inputs, exported.trainable
-    )
+        exported = export_model(spec, shape, exporter, depth, export_batch)
+    try:
+        graph = ir(exported)
+    except GnnperfError as e:
+        # the TorchScript exporter writes some splits as ONNX sequences built in a Loop (torchvision's MViT:
+        # tensor_split in its pooling), whose shapes no static inference follows; the dynamo exporter writes them
+        # as slices. ``auto`` tries it before giving up (graphs that build from TorchScript are unchanged)
+        if exporter != "auto" or exported.exporter != "torchscript":
+            raise
+        log.info("%s; exporting with the dynamo exporter instead", e)
+        try:
+            graph = ir(export_model(spec, shape, "dynamo", depth, export_batch))
+        except GnnperfError as e2:
+            raise GnnperfError(f"{e} (TorchScript export); with the dynamo exporter: {e2}") from None
     if not shallow:
         return graph
     try:

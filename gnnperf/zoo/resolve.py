@@ -31,6 +31,12 @@ from torch import nn
 
 from gnnperf.errors import GnnperfError, suggest
 
+# What a model of each kind takes, and each dim of its per-sample input shape (the error for a wrong rank).
+INPUT_DIMS = {
+    "image": ("images", "channels, height, width"),
+    "video": ("video clips", "channels, frames, height, width"),
+}
+
 
 @dataclass
 class ModelSpec:
@@ -39,7 +45,7 @@ class ModelSpec:
     Attributes:
         ref: canonical reference (cache key component; zoo params are completed and sorted).
         family: architecture family (timm module, torchvision module, HF model type, zoo family).
-        input_kind: ``image`` | ``tokens`` | ``sequence`` | ``vector`` | ``onnx``.
+        input_kind: ``image`` | ``video`` | ``tokens`` | ``sequence`` | ``vector`` | ``onnx``.
         default_input_shape: per-sample input shape used when the workload gives none.
         input_names: ONNX input names, one per model input.
         vocab_size: upper bound of token ids for ``tokens`` models.
@@ -77,10 +83,11 @@ class ModelSpec:
                 f"{self.ref} takes token ids: its input shape is one sequence length, got {','.join(map(str, shape))}"
             )
         default = self.default_input_shape
-        if shape and self.input_kind == "image" and default and len(shape) != len(default):
+        if shape and self.input_kind in INPUT_DIMS and default and len(shape) != len(default):
+            takes, dims = INPUT_DIMS[self.input_kind]
             raise GnnperfError(
-                f"{self.ref} takes images: its input shape is {len(self.default_input_shape)} dims such as "
-                f"{','.join(map(str, self.default_input_shape))}, got {','.join(map(str, shape))}"
+                f"{self.ref} takes {takes}: its input shape is {len(default)} dims ({dims}) such as "
+                f"{','.join(map(str, default))}, got {','.join(map(str, shape))}"
             )
         return tuple(shape) if shape else self.default_input_shape
 
@@ -176,7 +183,15 @@ def _torchvision(name: str) -> ModelSpec:
     if name not in names:
         raise GnnperfError(f"unknown torchvision model '{name}'{suggest(name, names)}")
     builder = torchvision.models.get_model_builder(name)
+    task = builder.__module__.split(".")[
+        2
+    ]  # torchvision.models.<task>.<module>, or .<module> for classifiers
+    if task in UNSUPPORTED_TORCHVISION_TASKS:
+        raise GnnperfError(f"torchvision:{name} is {UNSUPPORTED_TORCHVISION_TASKS[task]}")
     size = 299 if name == "inception_v3" else 224
+    input_kind, input_shape = "image", (3, size, size)
+    if builder.__module__.startswith("torchvision.models.video."):
+        input_kind, input_shape = "video", _video_clip(name)
     kwargs: dict[str, Any] = {"weights": None}
     # detection and segmentation builders fetch ImageNet backbone weights by default
     if "weights_backbone" in inspect.signature(builder).parameters:
@@ -187,11 +202,39 @@ def _torchvision(name: str) -> ModelSpec:
     return ModelSpec(
         ref=f"torchvision:{name}",
         family=builder.__module__.rsplit(".", 1)[-1],
-        input_kind="image",
-        default_input_shape=(3, size, size),
+        input_kind=input_kind,
+        default_input_shape=input_shape,
         input_names=("input",),
         builder=lambda _depth: builder(**kwargs),
     )
+
+
+# Why the torchvision models of these tasks are refused before an export that would fail with the model's own
+# assertion: gnnperf feeds one input tensor, and times the step the model computes from it.
+UNSUPPORTED_TORCHVISION_TASKS = {
+    "detection": "a detection model: its training step takes target boxes beside the images and matches them to "
+    "anchors or proposals in data-dependent code, which one static graph cannot price",
+    "optical_flow": "an optical-flow model: it takes two images and refines its flow in a loop, and gnnperf "
+    "prices models of one input",
+}
+
+# Frames per clip of a torchvision video model: the Kinetics-400 recipe of torchvision's references trains on
+# 16-frame clips; a model whose weights need more (``min_temporal_size``) gets that many.
+VIDEO_FRAMES = 16
+
+
+def _video_clip(name: str) -> tuple[int, int, int, int]:
+    """(channels, frames, height, width) of one clip, at the crop size of the model's default weights.
+
+    The weights enum is read for its metadata only (no download): R(2+1)D / R3D / MC3 were trained on 112x112
+    crops, S3D, MViT and Swin3D on 224x224; MViT's position embeddings fix 16 frames at 224.
+    """
+    import torchvision
+
+    weights = torchvision.models.get_model_weights(name).DEFAULT
+    crop = weights.transforms().crop_size[0]
+    frames = max(VIDEO_FRAMES, weights.meta.get("min_temporal_size") or 0)
+    return (3, frames, crop, crop)
 
 
 def _zoo(body: str) -> ModelSpec:

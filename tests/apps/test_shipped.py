@@ -357,7 +357,7 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
         (["--hardware", "t4", "--batch-size", "8", "--epochs", "90"], "--epochs 90 needs --epoch-samples"),
         (
             ["--hardware", "t4", "--batch-size", "8", "--seq-len", "128"],
-            "takes images: its input shape is 3 dims",
+            "takes images: its input shape is 3 dims (channels, height, width)",
         ),
     ],
 )

@@ -67,3 +67,21 @@ def einsums() -> nn.Module:
 
 def parameter_free() -> nn.Module:
     return nn.Sequential(nn.ReLU(), nn.Flatten())
+
+
+class TokenPool(nn.Module):
+    """Pools every token but the first, as torchvision's MViT does: its ``tensor_split`` exports through
+    TorchScript as an ONNX sequence built in a Loop, whose shapes static inference cannot follow."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = nn.Linear(8, 8)
+        self.pool = nn.MaxPool1d(2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cls, rest = torch.tensor_split(self.proj(x), indices=(1,), dim=1)
+        return torch.cat([cls, self.pool(rest.transpose(1, 2)).transpose(1, 2)], dim=1)
+
+
+def token_pool() -> nn.Module:
+    return TokenPool()

@@ -175,6 +175,20 @@ def test_dynamo_exporter_gives_the_same_costs():
     assert dy["mat_flops"] == ts["mat_flops"] and dy["params"] == ts["params"]
 
 
+def test_auto_export_falls_back_to_dynamo_when_the_torchscript_graph_has_no_static_shapes():
+    spec = resolve("tests.graph.factories:token_pool")
+    with pytest.raises(GnnperfError, match="no static shape"):
+        build_graph(spec, (9, 8), exporter="torchscript")
+    graph = build_graph(spec, (9, 8))
+    assert graph.exporter == "dynamo"
+    pool = next(n for n in graph.nodes if n.op_type == "MaxPool")
+    assert graph.values[pool.outputs[0]].shape(5) == (
+        5,
+        8,
+        4,
+    )  # the 8 tokens after the first, pooled in pairs
+
+
 def test_export_is_training_mode_without_parameters():
     exported = export_model(resolve("tests.graph.factories:tiny_cnn"), (3, 8, 8))
     model = exported.model
@@ -268,7 +282,8 @@ def test_inputs_that_cannot_be_made_are_a_user_error():
 
 def test_an_image_model_given_another_rank_of_input_is_one_clear_error():
     with pytest.raises(
-        GnnperfError, match=r"takes images: its input shape is 3 dims such as 3,224,224, got 128$"
+        GnnperfError,
+        match=r"takes images: its input shape is 3 dims \(channels, height, width\) such as 3,224,224, got 128$",
     ):
         resolve("torchvision:resnet18").input_shape((128,))  # --seq-len 128 on a CNN
 

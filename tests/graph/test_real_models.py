@@ -29,6 +29,8 @@ MODELS = [
     "torchvision:densenet121",
     "torchvision:mobilenet_v2",
     "torchvision:vgg11_bn",
+    "torchvision:r3d_18",  # 3-D convolutions on a 16-frame clip
+    pytest.param("torchvision:mvit_v1_b", marks=pytest.mark.slow),  # built from the dynamo export (build.py)
 ]
 
 

@@ -151,3 +151,27 @@ def test_degenerate_sizes_are_user_errors(ref, says) -> None:
 def test_sizes_whose_zero_means_no_layer_stay_valid() -> None:
     assert "fc_width=0" in resolve("zoo:vgg?fc_width=0").ref  # one linear classifier
     assert "head_width=0" in resolve("zoo:mobilenet?head_width=0").ref  # no 1x1 head
+
+
+def test_torchvision_video_models_take_clips_at_their_weights_crop_size() -> None:
+    r3d, mvit = resolve("torchvision:r3d_18"), resolve("torchvision:mvit_v1_b")
+    assert (r3d.input_kind, r3d.default_input_shape) == ("video", (3, 16, 112, 112))
+    assert mvit.default_input_shape == (3, 16, 224, 224)
+    assert r3d.input_shape((3, 8, 64, 64)) == (3, 8, 64, 64)
+    with pytest.raises(
+        GnnperfError,
+        match=r"takes video clips: its input shape is 4 dims \(channels, frames, height, width\) such as 3,16,112,112",
+    ):
+        r3d.input_shape((3, 112, 112))
+
+
+@pytest.mark.parametrize(
+    ("name", "says"),
+    [
+        ("fasterrcnn_resnet50_fpn", "is a detection model: its training step takes target boxes"),
+        ("raft_small", "is an optical-flow model: it takes two images"),
+    ],
+)
+def test_torchvision_tasks_of_more_than_one_input_are_refused_by_name(name: str, says: str) -> None:
+    with pytest.raises(GnnperfError, match=says):
+        resolve(f"torchvision:{name}")
