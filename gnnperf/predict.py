@@ -268,7 +268,7 @@ class Predictor:
         if breakdown < 0:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
         trained_on = self.info.get("trained_on", {})
-        items, graphs, layout_moot, features = [], [], [], {}
+        items, graphs, layout_moot, features, loaded = [], [], [], {}, {}
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
             if spec.kind != "gpu" and q.num_devices > 1:
@@ -276,7 +276,9 @@ class Predictor:
                     f"{q.num_devices} devices on {spec.name}: data-parallel devices are GPUs (a {spec.kind} "
                     "runs one process; give its threads through the hardware entry)"
                 )
-            graph = build_graph(q.model, q.input_shape, cache=GraphCache())
+            key = (q.model, q.input_shape)  # one read of the graph cache per model and input shape
+            graph = loaded[key] if key in loaded else build_graph(q.model, q.input_shape, cache=GraphCache())
+            loaded[key] = graph
             if q.mode == "train" and graph.param_count() == 0:
                 raise GnnperfError(
                     f"{graph.model_ref} has no trainable parameters: a training step has nothing to learn "

@@ -13,6 +13,7 @@ size checks that the dims are affine. Specialising to a batch size is then a sub
 from __future__ import annotations
 
 import ast
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -112,7 +113,11 @@ class OpGraph:
     def param_count(self, trainable_only: bool = True) -> int:
         used = {p for n in self.nodes for p in n.params}
         return int(
-            sum(np.prod(self.params[p].shape) for p in used if self.params[p].trainable or not trainable_only)
+            sum(
+                math.prod(self.params[p].shape)
+                for p in used
+                if self.params[p].trainable or not trainable_only
+            )
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -278,29 +278,28 @@ def _loose_key(text: str) -> str:
     return _key(_BRAND_RE.sub(" ", text.lower()))
 
 
-def _index(table: dict[str, HardwareSpec]) -> tuple[dict[str, str], dict[str, str | None]]:
-    """(exact key -> name, brand-stripped key -> name or None where ambiguous)."""
+@lru_cache(maxsize=16)
+def _index(entries: tuple[tuple[str, tuple[str, ...]], ...]) -> tuple[dict[str, str], dict[str, str | None]]:
+    """(exact key -> name, brand-stripped key -> name or None where ambiguous) of (name, spellings) entries.
+
+    Cached on the spellings: a predictor looks every query's device up in the table joined with its training
+    devices, and rebuilding the index (two regexes per spelling) was most of a lookup.
+    """
     exact: dict[str, str] = {}
     loose: dict[str, str | None] = {}
-    for spec in table.values():
-        for text in (spec.name, spec.display_name, *spec.aliases):
+    for name, texts in entries:
+        for text in texts:
             k = _key(text)
-            if exact.setdefault(k, spec.name) != spec.name:
-                raise GnnperfError(f"hardware alias {text!r} names both {exact[k]} and {spec.name}")
+            if exact.setdefault(k, name) != name:
+                raise GnnperfError(f"hardware alias {text!r} names both {exact[k]} and {name}")
             lk = _loose_key(text)
-            if lk and loose.setdefault(lk, spec.name) != spec.name:
+            if lk and loose.setdefault(lk, name) != name:
                 loose[lk] = None
     return exact, loose
 
 
-@lru_cache(maxsize=1)
-def _packaged_index() -> tuple[dict[str, str], dict[str, str | None]]:
-    return _index({s.name: s for s in _packaged()})
-
-
 def _lookup(table: dict[str, HardwareSpec], text: str) -> str | None:
-    packaged_only = len(table) == len(_packaged()) and all(table[s.name] is s for s in _packaged())
-    exact, loose = _packaged_index() if packaged_only else _index(table)
+    exact, loose = _index(tuple((s.name, (s.name, s.display_name, *s.aliases)) for s in table.values()))
     return exact.get(_key(text)) or loose.get(_loose_key(text))
 
 
