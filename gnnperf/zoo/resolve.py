@@ -183,19 +183,21 @@ def _torchvision(name: str) -> ModelSpec:
     if name not in names:
         raise GnnperfError(f"unknown torchvision model '{name}'{suggest(name, names)}")
     builder = torchvision.models.get_model_builder(name)
-    task = builder.__module__.split(".")[
-        2
-    ]  # torchvision.models.<task>.<module>, or .<module> for classifiers
+    # torchvision.models.<task>.<module>, or torchvision.models.<module> for classifiers
+    task = builder.__module__.split(".")[2]
     if task in UNSUPPORTED_TORCHVISION_TASKS:
         raise GnnperfError(f"torchvision:{name} is {UNSUPPORTED_TORCHVISION_TASKS[task]}")
-    size = 299 if name == "inception_v3" else 224
-    input_kind, input_shape = "image", (3, size, size)
+    input_kind, input_shape = "image", (3, *[_weights_crop(name)] * 2)
     if builder.__module__.startswith("torchvision.models.video."):
         input_kind, input_shape = "video", _video_clip(name)
     kwargs: dict[str, Any] = {"weights": None}
     # detection and segmentation builders fetch ImageNet backbone weights by default
     if "weights_backbone" in inspect.signature(builder).parameters:
         kwargs["weights_backbone"] = None
+    if (
+        task == "vision_transformer"
+    ):  # its position table is sized at build: ViT-H/14's default weights are at 518
+        kwargs["image_size"] = input_shape[-1]
     if name in ("inception_v3", "googlenet"):
         kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
         kwargs["aux_logits"] = False
@@ -223,18 +225,31 @@ UNSUPPORTED_TORCHVISION_TASKS = {
 VIDEO_FRAMES = 16
 
 
-def _video_clip(name: str) -> tuple[int, int, int, int]:
-    """(channels, frames, height, width) of one clip, at the crop size of the model's default weights.
+def _weights_crop(name: str) -> int:
+    """The crop size of the torchvision model's default weights, as timm's ``pretrained_cfg`` gives its own.
 
-    The weights enum is read for its metadata only (no download): R(2+1)D / R3D / MC3 were trained on 112x112
-    crops, S3D, MViT and Swin3D on 224x224; MViT's position embeddings fix 16 frames at 224.
+    The weights enum is read for its metadata only (no download). Most classifiers are at 224; EfficientNet
+    scales it with the model (B7 600), Inception-v3 is at 299, Swin V2 at 256, the SWAG ViT-H/14 and RegNetY-128GF at
+    518 and 384; R(2+1)D / R3D / MC3 at 112. A builder without weights or a crop (segmentation) gets 224.
     """
     import torchvision
 
-    weights = torchvision.models.get_model_weights(name).DEFAULT
-    crop = weights.transforms().crop_size[0]
-    frames = max(VIDEO_FRAMES, weights.meta.get("min_temporal_size") or 0)
-    return (3, frames, crop, crop)
+    try:
+        preset = torchvision.models.get_model_weights(name).DEFAULT.transforms()
+    except (ValueError, AttributeError):
+        return 224
+    crop = getattr(preset, "crop_size", None)  # segmentation presets resize only (to 520): those stay at 224
+    return int(crop[0]) if crop else 224
+
+
+def _video_clip(name: str) -> tuple[int, int, int, int]:
+    """(channels, frames, height, width) of one clip at the default weights' crop size; MViT's position
+    embeddings fix 16 frames at 224."""
+    import torchvision
+
+    min_frames = torchvision.models.get_model_weights(name).DEFAULT.meta.get("min_temporal_size") or 0
+    crop = _weights_crop(name)
+    return (3, max(VIDEO_FRAMES, min_frames), crop, crop)
 
 
 def _zoo(body: str) -> ModelSpec:

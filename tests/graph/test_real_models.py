@@ -158,3 +158,24 @@ def test_einsum_flops_count_the_ellipsis_dims(batch):
     with FlopCounterMode(display=False) as counter:
         spec.build()(torch.randn(batch, 5, 7, 16))
     assert sum(c.mat_flops for c in costs) == counter.get_total_flops() == 3 * 2 * batch * 5 * 7 * 16 * 24
+
+
+def _torchvision_models() -> list[str]:
+    from torchvision.models import list_models
+
+    return list_models()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", _torchvision_models())
+def test_every_torchvision_model_builds_a_graph_or_is_refused_by_name(name, graph_cache):
+    from gnnperf.errors import GnnperfError
+    from gnnperf.zoo.resolve import UNSUPPORTED_TORCHVISION_TASKS
+
+    try:
+        spec = resolve(f"torchvision:{name}")
+    except GnnperfError as e:
+        assert any(why in str(e) for why in UNSUPPORTED_TORCHVISION_TASKS.values())
+        return
+    graph = build_graph(spec, cache=graph_cache)
+    assert graph.param_count() > 0 and sum(c.mat_flops for c in graph_costs(graph, 1)[0]) > 0

@@ -153,6 +153,20 @@ def test_sizes_whose_zero_means_no_layer_stay_valid() -> None:
     assert "head_width=0" in resolve("zoo:mobilenet?head_width=0").ref  # no 1x1 head
 
 
+@pytest.mark.parametrize(
+    ("name", "size"),
+    [
+        ("resnet50", 224),
+        ("efficientnet_b3", 300),
+        ("inception_v3", 299),
+        ("swin_v2_t", 256),
+        ("fcn_resnet50", 224),
+    ],
+)
+def test_torchvision_images_are_at_their_weights_crop_size(name: str, size: int) -> None:
+    assert resolve(f"torchvision:{name}").default_input_shape == (3, size, size)
+
+
 def test_torchvision_video_models_take_clips_at_their_weights_crop_size() -> None:
     r3d, mvit = resolve("torchvision:r3d_18"), resolve("torchvision:mvit_v1_b")
     assert (r3d.input_kind, r3d.default_input_shape) == ("video", (3, 16, 112, 112))
