@@ -194,9 +194,8 @@ def _torchvision(name: str) -> ModelSpec:
     # detection and segmentation builders fetch ImageNet backbone weights by default
     if "weights_backbone" in inspect.signature(builder).parameters:
         kwargs["weights_backbone"] = None
-    if (
-        task == "vision_transformer"
-    ):  # its position table is sized at build: ViT-H/14's default weights are at 518
+    # a ViT's position table is sized at build: ViT-H/14's default weights are at 518
+    if task == "vision_transformer":
         kwargs["image_size"] = input_shape[-1]
     if name in ("inception_v3", "googlenet"):
         kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
