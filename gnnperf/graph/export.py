@@ -225,10 +225,10 @@ def export_model(
     """
     if exporter not in ("auto", *EXPORTERS):
         raise GnnperfError(f"unknown exporter '{exporter}'; choose auto, torchscript or dynamo")
-    _check_memory(spec, num_layers)
+    _check_memory(spec, num_layers, input_shape)
     try:
         with _no_random_init():
-            model = spec.build(num_layers)
+            model = spec.build(num_layers, input_shape)
     except GnnperfError:
         raise
     except Exception as e:
@@ -274,7 +274,9 @@ def export_model(
 MEMORY_PER_WEIGHT_BYTE = 2.5
 
 
-def _check_memory(spec: ModelSpec, num_layers: int | None) -> None:
+def _check_memory(
+    spec: ModelSpec, num_layers: int | None, input_shape: tuple[int, ...] | None = None
+) -> None:
     """Refuse, in one line, a model whose weights alone would not fit in memory.
 
     Its size is read from a build on the meta device (no memory, about 0.1 s). The alternative is the
@@ -286,7 +288,7 @@ def _check_memory(spec: ModelSpec, num_layers: int | None) -> None:
         return
     try:
         with _no_random_init(), torch.device("meta"):
-            meta = spec.build(num_layers)
+            meta = spec.build(num_layers, input_shape)
     except Exception:  # noqa: BLE001 - a builder that needs real tensors is left to the real build
         return
     lazy = torch.nn.parameter.UninitializedTensorMixin  # sized by a first forward: not counted

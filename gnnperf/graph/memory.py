@@ -292,7 +292,7 @@ def _trace(spec, workload: Workload, one: tuple[torch.Tensor, ...]) -> tuple[int
     # the default dtype as model.to(dtype) (fake parameters cannot be converted); the builder's warnings were
     # printed when the graph was built
     with _no_random_init(), _default_dtype(dtype), _quiet("transformers"):
-        model = spec.build()
+        model = spec.build(input_shape=workload.input_shape or None)
     inputs = tuple(
         torch.empty((workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype)
         for t in one

@@ -148,7 +148,7 @@ def _measure(
         torch.cuda.reset_peak_memory_stats(device)  # the peak covers weights, optimizer state and activations
     gen = torch.Generator().manual_seed(0)
     if is_spec:
-        model = model if model is not None else spec_or_model.build()
+        model = model if model is not None else spec_or_model.build(input_shape=workload.input_shape or None)
         inputs = spec_or_model.make_inputs(workload.batch_size, workload.input_shape or None, "cpu", gen)
     else:
         model = spec_or_model

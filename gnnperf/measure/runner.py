@@ -32,7 +32,7 @@ def measure_ref(ref: str, workload: Workload, settings: MeasureSettings) -> dict
     check_supported(workload, settings)
     try:
         spec = resolve(ref)
-        model = spec.build()
+        model = spec.build(input_shape=workload.input_shape or None)
     except Exception as e:  # noqa: BLE001 - a bad model costs one sample
         return result(*classify_error(e))
     return measure(spec, workload, settings, model=model)

@@ -55,6 +55,8 @@ class ModelSpec:
         onnx_path: set for ``.onnx`` references.
         max_positions: the config's ``max_position_embeddings`` (hf references), named when an export at a longer
             sequence fails (a learned position table has no row past it; rotary models run on).
+        sized_builder: builds the model for a per-sample input shape other than the default, for models whose
+            input size is fixed at build (timm's ``fixed_input_size``, torchvision's ViTs).
     """
 
     ref: str
@@ -68,13 +70,20 @@ class ModelSpec:
     layer_scope: str | None = None
     onnx_path: Path | None = None
     max_positions: int | None = None
+    sized_builder: Callable[[int | None, tuple[int, ...]], nn.Module] | None = None
 
-    def build(self, num_layers: int | None = None) -> nn.Module:
-        """The model with random weights; ``num_layers`` builds a shallower copy where supported."""
+    def build(self, num_layers: int | None = None, input_shape: tuple[int, ...] | None = None) -> nn.Module:
+        """The model with random weights; ``num_layers`` builds a shallower copy where supported.
+
+        ``input_shape`` other than the default builds a model whose input size is fixed at build (a ViT's position
+        table, a Swin's windows) for that shape, where the spec has a ``sized_builder``; other models take any size.
+        """
         if self.builder is None:
             raise GnnperfError(f"{self.ref} is an ONNX file; there is no PyTorch model to build")
         if num_layers is not None and self.num_layers is None:
             raise ValueError(f"{self.ref} cannot be built with a different depth")
+        if input_shape and self.sized_builder and tuple(input_shape) != self.default_input_shape:
+            return self.sized_builder(num_layers, tuple(input_shape))
         return self.builder(num_layers)
 
     def input_shape(self, shape: tuple[int, ...] | None) -> tuple[int, ...]:
@@ -160,6 +169,9 @@ def _timm(name: str) -> ModelSpec:
         input_size = get_pretrained_cfg_value(canonical, "input_size") or (3, 224, 224)
     except RuntimeError as e:  # an alias to a pretrained tag timm no longer has
         raise GnnperfError(f"timm model '{name}' cannot be created: {e}") from None
+    # every timm model in the benchmark tables is at its own fixed size (checked over all 27 tables on 2026-12-03),
+    # so building at another size changes no graph of their rows
+    fixed = get_pretrained_cfg_value(canonical, "fixed_input_size")
     return ModelSpec(
         ref=f"timm:{name}",
         family=_timm_module(arch),
@@ -167,6 +179,11 @@ def _timm(name: str) -> ModelSpec:
         default_input_shape=tuple(input_size),
         input_names=("input",),
         builder=lambda _depth: timm.create_model(canonical, pretrained=False),
+        sized_builder=(
+            (lambda _depth, shape: timm.create_model(canonical, pretrained=False, img_size=shape[1:]))
+            if fixed
+            else None
+        ),
     )
 
 
@@ -194,9 +211,12 @@ def _torchvision(name: str) -> ModelSpec:
     # detection and segmentation builders fetch ImageNet backbone weights by default
     if "weights_backbone" in inspect.signature(builder).parameters:
         kwargs["weights_backbone"] = None
-    # a ViT's position table is sized at build: ViT-H/14's default weights are at 518
-    if task == "vision_transformer":
+    sized_builder = None
+    if (
+        task == "vision_transformer"
+    ):  # its position table is sized at build: ViT-H/14's default weights are at 518
         kwargs["image_size"] = input_shape[-1]
+        sized_builder = _square(name, lambda size: builder(**{**kwargs, "image_size": size}))
     if name in ("inception_v3", "googlenet"):
         kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
         kwargs["aux_logits"] = False
@@ -207,7 +227,21 @@ def _torchvision(name: str) -> ModelSpec:
         default_input_shape=input_shape,
         input_names=("input",),
         builder=lambda _depth: builder(**kwargs),
+        sized_builder=sized_builder,
     )
+
+
+def _square(
+    name: str, build: Callable[[int], nn.Module]
+) -> Callable[[int | None, tuple[int, ...]], nn.Module]:
+    """A ``sized_builder`` for a model of square images only (torchvision's ViTs take one ``image_size``)."""
+
+    def sized(_depth: int | None, shape: tuple[int, ...]) -> nn.Module:
+        if len(shape) != 3 or shape[1] != shape[2]:
+            raise GnnperfError(f"torchvision:{name} takes square images: got {','.join(map(str, shape))}")
+        return build(shape[1])
+
+    return sized
 
 
 # Why the torchvision models of these tasks are refused before an export that would fail with the model's own

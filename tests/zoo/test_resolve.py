@@ -189,3 +189,16 @@ def test_torchvision_video_models_take_clips_at_their_weights_crop_size() -> Non
 def test_torchvision_tasks_of_more_than_one_input_are_refused_by_name(name: str, says: str) -> None:
     with pytest.raises(GnnperfError, match=says):
         resolve(f"torchvision:{name}")
+
+
+def test_a_model_whose_input_size_is_fixed_at_build_is_built_for_the_shape_asked() -> None:
+    vit = resolve("timm:deit_tiny_patch16_224")
+    with torch.no_grad():
+        assert vit.build(input_shape=(3, 384, 384))(torch.randn(1, 3, 384, 384)).shape == (1, 1000)
+        with pytest.raises(AssertionError, match="384"):  # the default build keeps its 224 position table
+            vit.build()(torch.randn(1, 3, 384, 384))
+    assert resolve("timm:resnet50").sized_builder is None  # a convnet takes any size as built
+    tv = resolve("torchvision:vit_b_32")
+    assert tv.build(input_shape=(3, 256, 256)).image_size == 256
+    with pytest.raises(GnnperfError, match="takes square images"):
+        tv.build(input_shape=(3, 256, 224))
