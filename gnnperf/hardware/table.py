@@ -38,7 +38,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, suggest
 
 SPECS_CSV = Path(__file__).with_name("specs.csv")
 ENV_VAR = "GNNPERF_HARDWARE_FILE"
@@ -124,7 +124,8 @@ def _build(raw: dict[str, Any], default_source: str, require: bool) -> HardwareS
     """A spec from one raw entry; raises ValueError saying what is wrong."""
     unknown = sorted(set(raw) - set(COLUMNS) - {"threads"})
     if unknown:
-        raise ValueError(f"unknown column(s) {', '.join(unknown)}")
+        hints = "".join(suggest(c, COLUMNS) for c in unknown)
+        raise ValueError(f"unknown column(s) {', '.join(unknown)}{hints}; expected {', '.join(COLUMNS)}")
     if require:
         missing = [c for c in REQUIRED_COLUMNS if raw.get(c) in (None, "")]
         if missing:

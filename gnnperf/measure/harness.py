@@ -159,7 +159,7 @@ def _measure(
     if dtype is not None:
         model.to(dtype)
     if memory_format is not None:
-        model.to(memory_format=memory_format)
+        _channels_last(model)
     train = workload.mode == "train"
     model.train(train)
 
@@ -194,6 +194,19 @@ def _measure(
         times_ns = time_cuda(step, settings, device) if cuda else time_cpu(step, settings)
     peak_mb = torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None
     return result("ok", None, times_ns, peak_mb)
+
+
+def _channels_last(model: nn.Module) -> None:
+    """Every 4-D weight or buffer to ``channels_last``, every 5-D one to ``channels_last_3d``.
+
+    ``Module.to(memory_format=...)`` takes one format and refuses tensors of the other rank: a video model's
+    Conv3d weights failed with ``channels_last`` ("required rank 4 tensor").
+    """
+    for t in (*model.parameters(), *model.buffers()):
+        if t.dim() in (4, 5):
+            t.data = t.data.contiguous(
+                memory_format=torch.channels_last if t.dim() == 4 else torch.channels_last_3d
+            )
 
 
 def _prepare(t: torch.Tensor, dtype: torch.dtype | None, memory_format: torch.memory_format | None):

@@ -132,7 +132,10 @@ def print_row(row: dict) -> None:
 
 # Short names of a row's extrapolation flags for the comparison table, with what each means (printed once below it).
 NOTES = {
-    "hardware_outside_training_range": ("data sheet", "figures outside those of the training devices"),
+    "hardware_outside_training_range": (
+        "data sheet",
+        "figures outside those of the training devices, or missing where every one had them",
+    ),
     "outside_training_range": (
         "workload range",
         "batch size or device count outside the training rows' range",

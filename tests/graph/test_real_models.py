@@ -179,3 +179,11 @@ def test_every_torchvision_model_builds_a_graph_or_is_refused_by_name(name, grap
         return
     graph = build_graph(spec, cache=graph_cache)
     assert graph.param_count() > 0 and sum(c.mat_flops for c in graph_costs(graph, 1)[0]) > 0
+
+
+def test_a_vit_built_for_another_size_is_the_graph_of_the_vit_defined_at_that_size(graph_cache):
+    at_384 = build_graph("timm:vit_tiny_patch16_224", (3, 384, 384), cache=graph_cache)
+    native = build_graph("timm:vit_tiny_patch16_384", cache=graph_cache)
+    assert at_384.param_count() == native.param_count()  # the position table has 24 x 24 + 1 rows in both
+    ours, theirs = graph_costs(at_384, 2)[0], graph_costs(native, 2)[0]
+    assert [c.flops for c in ours] == [c.flops for c in theirs]

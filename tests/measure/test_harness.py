@@ -105,6 +105,27 @@ def test_torchvision_resnet18_small_input(timed: str) -> None:
     assert_ok(res)
 
 
+class Conv2d3d(nn.Module):
+    """A 3-D and a 2-D convolution: one weight of each rank for channels_last."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv3d = nn.Conv3d(3, 4, 3, padding=1)
+        self.conv2d = nn.Conv2d(4, 4, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv2d(self.conv3d(x).mean(dim=2))
+
+
+def test_channels_last_puts_each_weight_in_the_layout_of_its_rank() -> None:
+    model = Conv2d3d()
+    assert_ok(
+        measure(model, Workload(batch_size=2, input_shape=(3, 4, 8, 8), memory_format="channels_last"), FAST)
+    )
+    assert model.conv3d.weight.is_contiguous(memory_format=torch.channels_last_3d)
+    assert model.conv2d.weight.is_contiguous(memory_format=torch.channels_last)
+
+
 def test_token_model_from_spec_with_lm_logits() -> None:
     spec = ModelSpec(
         ref="test:tiny-lm",

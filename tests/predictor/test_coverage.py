@@ -14,10 +14,25 @@ def test_a_device_beyond_the_training_devices_data_sheets_is_named_field_by_fiel
     b200 = hardware_outside_range(trained, get_spec("b200"))
     assert "peak_fp16_tensor_tflops=2250 (trained 65..312)" in b200
     assert "mem_bandwidth_gbs=7700 (trained 320..1555)" in b200
-    # below the range counts too; a field the device lacks is not checked
+    # below the range counts too
     p4 = hardware_outside_range(trained, get_spec("p4"))
     assert "peak_fp32_tflops=5.5 (trained 8.1..19.5)" in p4
-    assert not any(f.startswith("peak_fp16_tensor_tflops") for f in p4)
+
+
+def test_a_field_every_training_device_had_is_named_where_the_device_lacks_it() -> None:
+    trained = [spec_to_dict(get_spec(name)) for name in ("t4", "a100-sxm4-40gb")]
+    b200 = hardware_outside_range(trained, get_spec("b200"))  # the table has no L2 or clock for it
+    assert "l2_cache_mb not given (every training GPU had it: 4..40)" in b200
+    assert any(f.startswith("boost_clock_mhz not given") for f in b200)
+    # the P4 has no tensor cores: a device without the figure is named only where every training device had one
+    assert any(
+        f.startswith("peak_fp16_tensor_tflops not given")
+        for f in hardware_outside_range(trained, get_spec("p4"))
+    )
+    with_p100 = [*trained, spec_to_dict(get_spec("p100-pcie-16gb"))]
+    assert not any(
+        f.startswith("peak_fp16_tensor_tflops") for f in hardware_outside_range(with_p100, get_spec("p4"))
+    )
 
 
 def test_only_training_devices_of_the_same_kind_set_the_range() -> None:
