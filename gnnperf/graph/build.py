@@ -191,6 +191,8 @@ def _source_digest(spec) -> str | None:
     path = None
     if spec.ref.startswith("hf:"):
         path = Path(spec.ref[3:])
+    elif spec.ref.rpartition(":")[0].endswith(".py"):  # path/to/file.py:factory
+        path = Path(spec.ref.rpartition(":")[0])
     elif spec.input_kind != "onnx" and spec.ref.split(":")[0] not in ("timm", "torchvision", "zoo"):
         try:
             found = importlib.util.find_spec(spec.ref.split(":")[0])

@@ -8,12 +8,14 @@ Forms (GUIDE "Model reference"):
 - ``zoo:FAMILY?key=value&...``: a parametric family from :mod:`gnnperf.zoo.registry`
 - ``path/to/model.onnx``: an existing ONNX graph (nothing to build)
 - ``package.module:factory``: a callable returning an ``nn.Module``
+- ``path/to/file.py:factory``: the same, from a Python file that is not an importable module
 
 Nothing here downloads weights: every builder asks for random initialisation.
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import inspect
 import math
@@ -147,11 +149,13 @@ def resolve(ref: str) -> ModelSpec:
         return _zoo(ref[4:])
     if ref.lower().endswith(".onnx"):
         return _onnx(ref)
+    if re.fullmatch(r".+\.py:[A-Za-z_]\w*", ref):  # before modules: ``net.py:build`` names a file
+        return _file_factory(ref)
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", ref):
         return _factory(ref)
     raise GnnperfError(
         f"unknown model reference '{ref}': expected timm:NAME, torchvision:NAME, hf:config.json, "
-        "zoo:FAMILY?k=v, path/to/model.onnx or package.module:factory"
+        "zoo:FAMILY?k=v, path/to/model.onnx, package.module:factory or path/to/file.py:factory"
     )
 
 
@@ -368,6 +372,40 @@ def _factory(ref: str) -> ModelSpec:
         module = _import_from_cwd_too(module_name)
     except ImportError as e:
         raise GnnperfError(f"cannot import module '{module_name}' for {ref}: {e}") from None
+    return _factory_spec(ref, module, module_name, attr)
+
+
+def _file_factory(ref: str) -> ModelSpec:
+    """``path/to/file.py:factory``: a factory in a Python file that is not an importable module.
+
+    The reference is made absolute (the cache key; the graph cache also keys on the file's digest), and the file
+    runs as a module of its own, registered in ``sys.modules`` as its classes may need (dataclasses do).
+    """
+    import importlib.util
+
+    text, _, attr = ref.rpartition(":")
+    path = Path(text).expanduser().resolve()
+    if not path.is_file():
+        raise GnnperfError(f"no such Python file: {text} (for {ref})")
+    # one module per path and content: an edited file runs again, in this process too
+    name = f"gnnperf_user_model_{hashlib.sha256(str(path).encode() + path.read_bytes()).hexdigest()[:16]}"
+    module = sys.modules.get(name)
+    if module is None:
+        loader_spec = importlib.util.spec_from_file_location(name, path)
+        module = importlib.util.module_from_spec(loader_spec)
+        sys.modules[name] = module
+        if str(path.parent) not in sys.path:  # as for a script: the modules beside it import
+            sys.path.append(str(path.parent))
+        try:
+            loader_spec.loader.exec_module(module)
+        except Exception as e:  # noqa: BLE001 - the user's file: any error it raises is one line
+            del sys.modules[name]
+            raise GnnperfError(f"cannot run {path} for {ref}: {type(e).__name__}: {e}") from None
+    return _factory_spec(f"{path}:{attr}", module, path.stem, attr)
+
+
+def _factory_spec(ref: str, module: Any, module_name: str, attr: str) -> ModelSpec:
+    """The spec of the callable ``attr`` of ``module`` (an ``nn.Module`` factory with no arguments)."""
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise GnnperfError(

@@ -297,3 +297,38 @@ def test_a_factory_module_in_the_working_directory_is_found(tmp_path, monkeypatc
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     graph = build_graph("my_models_here:tiny", (16,), cache=None)
     assert [n.op_type for n in graph.nodes] == ["Gemm"]
+
+
+def test_a_factory_in_a_python_file_is_built_and_recached_when_the_file_changes(tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the file's directory joins it; restored after the test
+    model_file = tmp_path / "net.py"
+    (tmp_path / "net_parts.py").write_text("from torch import nn\n\nHEAD = nn.Linear\n")  # a module beside it
+    model_file.write_text("from net_parts import HEAD\n\ndef build():\n    return HEAD(16, 4)\n")
+    monkeypatch.chdir(tmp_path)
+    spec = resolve("net.py:build")
+    assert spec.ref == f"{model_file}:build"  # absolute: the same file from any directory
+    cache = GraphCache(tmp_path / "cache")
+    assert [n.op_type for n in build_graph("net.py:build", (16,), cache=cache).nodes] == ["Gemm"]
+    model_file.write_text(
+        "from torch import nn\n\ndef build():\n    return nn.Sequential(nn.Linear(16, 4), nn.ReLU())\n"
+    )
+    assert [n.op_type for n in build_graph("net.py:build", (16,), cache=cache).nodes] == ["Gemm", "Relu"]
+
+
+@pytest.mark.parametrize(
+    ("ref", "says"),
+    [
+        ("missing.py:build", "no such Python file: missing.py"),
+        ("raises.py:build", "cannot run .*raises.py for raises.py:build: ValueError: not a model file"),
+        (
+            "raises_not.py:biuld",
+            "'biuld' in module 'raises_not' is not a callable \\(did you mean: build\\?\\)",
+        ),
+    ],
+)
+def test_a_python_file_that_cannot_give_a_model_is_one_error(ref, says, tmp_path, monkeypatch):
+    (tmp_path / "raises.py").write_text("raise ValueError('not a model file')\n")
+    (tmp_path / "raises_not.py").write_text("def build():\n    pass\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(GnnperfError, match=says):
+        resolve(ref)
