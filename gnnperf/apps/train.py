@@ -56,7 +56,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.eval.tables import print_table
     from gnnperf.hardware.table import spec_to_dict
     from gnnperf.predictor.checkpoint import save_predictor
-    from gnnperf.predictor.coverage import coverage
+    from gnnperf.predictor.coverage import coverage, input_ranks
     from gnnperf.predictor.fallback import UnseenOpFallback
 
     check_before_fit(cfg)
@@ -108,6 +108,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             "split": OmegaConf.to_container(cfg.split),
             "seed": int(cfg.seed),
             **coverage(train_samples, {name: spec.kind for name, spec in dm.dataset.hardware_specs.items()}),
+            "input_ranks": input_ranks(dm.dataset.graphs[i] for i in sorted(set(train_samples["graph_idx"]))),
             # the specs the devices were trained with, for `gnnperf predict` on those in no table (CPUs)
             "hardware_specs": {name: spec_to_dict(spec) for name, spec in dm.dataset.hardware_specs.items()},
         },

@@ -16,7 +16,9 @@ checks every query against it, so that a prediction names what it extrapolates i
 - on a training device, a workload value seen on its kind but never on that device (:func:`unseen_on_device`):
   the shipped predictor's RTX 4090 rows are all inference, so its training steps take their level from other GPUs;
 - a workload value seen on the query's kind in fewer than :data:`THIN_ROWS` training rows (:func:`thin_on_kind`):
-  the H200's nine AMP bf16 steps of small zoo models, the only bf16 rows, teach no level for it.
+  the H200's nine AMP bf16 steps of small zoo models, the only bf16 rows, teach no level for it;
+- a model input of a rank no training graph had (:func:`unseen_input_rank`): a video model's 5-D clips from a
+  predictor trained on images and token ids (checkpoints since 2026-12-03 record ``input_ranks``).
 
 Where a device runs bf16 at its fp16 rate and training barely saw bf16, :func:`same_rate_precision` names the fp16
 precision whose step is predicted instead. :func:`extrapolation` runs every check for one prediction row, and
@@ -96,6 +98,24 @@ def coverage(samples, kind_of: Mapping[str, str]) -> dict[str, Any]:
         "workload_combinations_by_kind": workload_combinations_by_kind(samples, kind_of),
         "workload_by_device": workload_by_kind(samples, {d: d for d in samples["hardware"].unique()}),
     }
+
+
+def input_ranks(graphs: Iterable) -> list[int]:
+    """Ranks of the model inputs of ``graphs``, batch included: 4 for images, 2 for token ids, 5 for video clips."""
+    return sorted({len(g.input_shape) + 1 for g in graphs})
+
+
+def unseen_input_rank(trained_on: Mapping[str, Any], graph) -> str | None:
+    """``5-D input (trained on 2-D, 4-D)`` where ``graph``'s input rank is not among the recorded ones, else None.
+
+    A 3-D convolution is the op type ``Conv`` as a 2-D one is, so no op check sees a video model; the input rank
+    does. Checkpoints without the record (before 2026-12-03, the shipped v13 included) give None.
+    """
+    ranks = trained_on.get("input_ranks")
+    rank = len(graph.input_shape) + 1
+    if not ranks or rank in ranks:
+        return None
+    return f"{rank}-D input (trained on {', '.join(f'{r}-D' for r in ranks)})"
 
 
 def outside_range(trained_on: Mapping[str, Any], workload) -> list[str]:
@@ -310,6 +330,7 @@ def extrapolation(predictor, row: Mapping[str, Any], graph, spec, workload, u) -
     network = predictor.model
     return {
         "unseen_op_types": unseen_op_types(graph, predictor.hparams["op_vocab"], network.seen_ops.tolist()),
+        "unseen_input_rank": unseen_input_rank(trained_on, graph),
         "unlearned_workload": unlearned_workload(
             u, predictor.hparams["graph_features"], network.standardize["u"]
         ),

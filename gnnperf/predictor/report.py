@@ -103,6 +103,8 @@ def print_row(row: dict) -> None:
             f"peak; how it really runs there the table does not say (the TITAN Xp's fp16 training steps took a median "
             f"1.2x their fp32 time, the P100 has fp16 units at twice its fp32 rate)"
         )
+    if row["unseen_input_rank"]:
+        print(f"  {NOTES['unseen_input_rank'][1]}: {row['unseen_input_rank']}")
     if row["unseen_op_types"]:
         how = (
             f"{row['unseen_op_share']:.0%} of its roofline time; blended with the {row['fallback_baseline']} baseline, "
@@ -156,6 +158,7 @@ NOTES = {
         f"a workload value in under {THIN_ROWS} training rows of this kind of device",
     ),
     "unseen_op_types": ("unseen ops", "op types no training graph had"),
+    "unseen_input_rank": ("input rank", "a model input of a rank no training graph had"),
     "channels_last_moot": (
         "layout moot",
         "no 4-D or 5-D input and no convolution for channels_last to change: predicted as the contiguous step",

@@ -334,6 +334,31 @@ def test_values_seen_on_a_device_kind_but_never_together_are_named(trained):
     ]
 
 
+def test_a_model_input_of_a_rank_no_training_graph_had_is_named(trained, capsys):
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(trained[0])
+    assert predictor.info["trained_on"]["input_ranks"] == [2, 4]  # the MLPs' vectors, the CNNs' images
+    # an LSTM's (batch, time, features) sequences: 3-D
+    mlp, lstm = predictor.predict(
+        [
+            Query("zoo:mlp?depth=4&width=48&in_features=16", "rtx-3090", 4),
+            Query("zoo:lstm?seq_len=16&input_size=8&hidden_size=32&num_layers=1", "rtx-3090", 4),
+        ]
+    )
+    assert mlp["unseen_input_rank"] is None
+    assert lstm["unseen_input_rank"] == "3-D input (trained on 2-D, 4-D)"
+    ref = "zoo:lstm?seq_len=16&input_size=8&hidden_size=32&num_layers=1"
+    assert (
+        main(["predict", ref, "--hardware", "rtx-3090", "--batch-size", "4", "--checkpoint", str(trained[0])])
+        == 0
+    )
+    assert (
+        "a model input of a rank no training graph had: 3-D input (trained on 2-D, 4-D)"
+        in capsys.readouterr().out
+    )
+
+
 def test_op_types_unseen_in_training_lean_on_the_flops_baseline(trained):
     predictor = Predictor.from_checkpoint(trained[0])
     assert predictor.fallback is not None  # conf/train.yaml: unseen_op_fallback: flops
