@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import importlib
-import inspect
 import math
 import os
 import re
@@ -140,7 +139,9 @@ def resolve(ref: str) -> ModelSpec:
     if ref.startswith("timm:"):
         return _timm(ref[5:])
     if ref.startswith("torchvision:"):
-        return _torchvision(ref[12:])
+        from gnnperf.zoo.tv import torchvision_spec
+
+        return torchvision_spec(ref[12:])
     if ref.startswith("hf:"):
         from gnnperf.zoo.hf import hf_spec  # transformers is imported only for hf: references
 
@@ -195,98 +196,6 @@ def _timm_module(arch: str) -> str:
     from timm.models._registry import _model_to_module  # the module that registered the architecture
 
     return _model_to_module.get(arch, "timm")
-
-
-def _torchvision(name: str) -> ModelSpec:
-    import torchvision
-
-    names = torchvision.models.list_models()
-    if name not in names:
-        raise GnnperfError(f"unknown torchvision model '{name}'{suggest(name, names)}")
-    builder = torchvision.models.get_model_builder(name)
-    # torchvision.models.<task>.<module>, or torchvision.models.<module> for classifiers
-    task = builder.__module__.split(".")[2]
-    if task in UNSUPPORTED_TORCHVISION_TASKS:
-        raise GnnperfError(f"torchvision:{name} is {UNSUPPORTED_TORCHVISION_TASKS[task]}")
-    input_kind, input_shape = "image", (3, *[_weights_crop(name)] * 2)
-    if builder.__module__.startswith("torchvision.models.video."):
-        input_kind, input_shape = "video", _video_clip(name)
-    kwargs: dict[str, Any] = {"weights": None}
-    # detection and segmentation builders fetch ImageNet backbone weights by default
-    if "weights_backbone" in inspect.signature(builder).parameters:
-        kwargs["weights_backbone"] = None
-    sized_builder = None
-    if (
-        task == "vision_transformer"
-    ):  # its position table is sized at build: ViT-H/14's default weights are at 518
-        kwargs["image_size"] = input_shape[-1]
-        sized_builder = _square(name, lambda size: builder(**{**kwargs, "image_size": size}))
-    if name in ("inception_v3", "googlenet"):
-        kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
-        kwargs["aux_logits"] = False
-    return ModelSpec(
-        ref=f"torchvision:{name}",
-        family=builder.__module__.rsplit(".", 1)[-1],
-        input_kind=input_kind,
-        default_input_shape=input_shape,
-        input_names=("input",),
-        builder=lambda _depth: builder(**kwargs),
-        sized_builder=sized_builder,
-    )
-
-
-def _square(
-    name: str, build: Callable[[int], nn.Module]
-) -> Callable[[int | None, tuple[int, ...]], nn.Module]:
-    """A ``sized_builder`` for a model of square images only (torchvision's ViTs take one ``image_size``)."""
-
-    def sized(_depth: int | None, shape: tuple[int, ...]) -> nn.Module:
-        if len(shape) != 3 or shape[1] != shape[2]:
-            raise GnnperfError(f"torchvision:{name} takes square images: got {','.join(map(str, shape))}")
-        return build(shape[1])
-
-    return sized
-
-
-# Why the torchvision models of these tasks are refused before an export that would fail with the model's own
-# assertion: gnnperf feeds one input tensor, and times the step the model computes from it.
-UNSUPPORTED_TORCHVISION_TASKS = {
-    "detection": "a detection model: its training step takes target boxes beside the images and matches them to "
-    "anchors or proposals in data-dependent code, which one static graph cannot price",
-    "optical_flow": "an optical-flow model: it takes two images and refines its flow in a loop, and gnnperf "
-    "prices models of one input",
-}
-
-# Frames per clip of a torchvision video model: the Kinetics-400 recipe of torchvision's references trains on
-# 16-frame clips; a model whose weights need more (``min_temporal_size``) gets that many.
-VIDEO_FRAMES = 16
-
-
-def _weights_crop(name: str) -> int:
-    """The crop size of the torchvision model's default weights, as timm's ``pretrained_cfg`` gives its own.
-
-    The weights enum is read for its metadata only (no download). Most classifiers are at 224; EfficientNet
-    scales it with the model (B7 600), Inception-v3 is at 299, Swin V2 at 256, the SWAG ViT-H/14 and RegNetY-128GF at
-    518 and 384; R(2+1)D / R3D / MC3 at 112. A builder without weights or a crop (segmentation) gets 224.
-    """
-    import torchvision
-
-    try:
-        preset = torchvision.models.get_model_weights(name).DEFAULT.transforms()
-    except (ValueError, AttributeError):
-        return 224
-    crop = getattr(preset, "crop_size", None)  # segmentation presets resize only (to 520): those stay at 224
-    return int(crop[0]) if crop else 224
-
-
-def _video_clip(name: str) -> tuple[int, int, int, int]:
-    """(channels, frames, height, width) of one clip at the default weights' crop size; MViT's position
-    embeddings fix 16 frames at 224."""
-    import torchvision
-
-    min_frames = torchvision.models.get_model_weights(name).DEFAULT.meta.get("min_temporal_size") or 0
-    crop = _weights_crop(name)
-    return (3, max(VIDEO_FRAMES, min_frames), crop, crop)
 
 
 def _zoo(body: str) -> ModelSpec:

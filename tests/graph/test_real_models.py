@@ -170,7 +170,7 @@ def _torchvision_models() -> list[str]:
 @pytest.mark.parametrize("name", _torchvision_models())
 def test_every_torchvision_model_builds_a_graph_or_is_refused_by_name(name, graph_cache):
     from gnnperf.errors import GnnperfError
-    from gnnperf.zoo.resolve import UNSUPPORTED_TORCHVISION_TASKS
+    from gnnperf.zoo.tv import UNSUPPORTED_TORCHVISION_TASKS
 
     try:
         spec = resolve(f"torchvision:{name}")
