@@ -225,16 +225,20 @@ class Predictor:
     def _item(self, graph, spec: HardwareSpec, workload: Workload, features: dict):
         """The network's input for ``workload`` of ``graph`` on ``spec`` (``hardware`` for the fallback's baseline).
 
-        ``features`` keeps each (model, workload)'s graph features for the other devices of one call.
+        ``features`` keeps each (model, batch)'s node and edge features for the other workloads of one call, and
+        each (model, workload)'s graph features for its other devices.
         """
         import torch
 
-        from gnnperf.data.dataset import graph_features, sample_data
+        from gnnperf.data.dataset import batch_features, graph_features, sample_data
         from gnnperf.hardware.vector import hardware_vector
 
+        at_batch = ("batch", graph.model_ref, workload.batch_size)
+        if at_batch not in features:
+            features[at_batch] = batch_features(graph, workload.batch_size)
         key = (graph.model_ref, workload)
         if key not in features:
-            features[key] = graph_features(graph, workload)
+            features[key] = graph_features(graph, workload, features[at_batch])
         hw = torch.from_numpy(hardware_vector(spec))
         item = sample_data(graph, workload, hw, self.device_index(spec.name), features[key])
         item.hardware = spec.name

@@ -40,7 +40,7 @@ from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache
 from gnnperf.graph.cost import graph_costs
-from gnnperf.graph.features import FEATURE_VERSION, to_data
+from gnnperf.graph.features import FEATURE_VERSION, graph_vector, to_data
 from gnnperf.graph.ir import OpGraph
 from gnnperf.hardware.table import (
     ENV_VAR,
@@ -273,14 +273,25 @@ class PerfDataset(Dataset):
         return entry.base, u, agg
 
 
-def graph_features(graph: OpGraph, workload: Workload) -> tuple[PerfData, torch.Tensor, torch.Tensor]:
-    """(graph structure and node/edge features at the workload's batch size, ``u``, ``agg``)."""
-    costs, _ = graph_costs(graph, workload.batch_size)
-    data = to_data(graph, workload, costs)
-    agg = torch.from_numpy(aggregate_features(graph, workload, costs)).view(1, -1)
-    u = data.u
+def batch_features(graph: OpGraph, batch_size: int) -> tuple[list, PerfData]:
+    """(per-node costs, graph structure with node and edge features) at ``batch_size``: every workload's at it."""
+    costs, _ = graph_costs(graph, batch_size)
+    data = to_data(graph, Workload(batch_size=batch_size), costs)
     del data.u
-    return PerfData.from_dict(data.to_dict()), u, agg
+    return costs, PerfData.from_dict(data.to_dict())
+
+
+def graph_features(
+    graph: OpGraph, workload: Workload, at_batch: tuple[list, PerfData] | None = None
+) -> tuple[PerfData, torch.Tensor, torch.Tensor]:
+    """(graph structure and node/edge features at the workload's batch size, ``u``, ``agg``).
+
+    ``at_batch``: :func:`batch_features` at the workload's batch size, computed once for several workloads.
+    """
+    costs, base = at_batch or batch_features(graph, workload.batch_size)
+    u = torch.tensor([graph_vector(graph, workload, costs)], dtype=torch.float32)
+    agg = torch.from_numpy(aggregate_features(graph, workload, costs)).view(1, -1)
+    return base, u, agg
 
 
 def sample_data(

@@ -225,8 +225,27 @@ def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None)
         edge_attr.append(
             [_l(math.prod(shape) * val.itemsize), float(len(shape)), *_one_hot(val.dtype, EDGE_DTYPES)]
         )
+    return Data(
+        x=x,
+        edge_index=torch.tensor([[s for s, _, _ in edges], [d for _, d, _ in edges]], dtype=torch.long).view(
+            2, -1
+        ),
+        edge_attr=torch.tensor(edge_attr, dtype=torch.float32).view(-1, len(EDGE_FEATURES)),
+        u=torch.tensor([graph_vector(graph, workload, costs)], dtype=torch.float32),
+        op=torch.tensor([OP_INDEX.get(n.op_type, OP_INDEX["OTHER"]) for n in graph.nodes], dtype=torch.long),
+        num_nodes=len(graph.nodes),
+    )
+
+
+def graph_vector(graph: OpGraph, workload: Workload, costs: list[Cost]) -> list[float]:
+    """The graph-level features ``u`` of ``graph`` under ``workload``, from the per-node ``costs`` at its batch.
+
+    Apart from ``x`` and ``edge_attr`` (the batch size only), so that the workloads of one batch can share those.
+    """
+    batch = workload.batch_size
+    total_flops = sum(c.flops for c in costs)
     dims = list(graph.input_shape)[:3] + [0] * (3 - min(3, len(graph.input_shape)))
-    u = [
+    return [
         math.log2(batch),
         *_one_hot(workload.precision, PRECISIONS),
         *_one_hot(workload.mode, MODES),
@@ -241,13 +260,3 @@ def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None)
         _l(graph.param_count()),
         _l(len(graph.nodes)),
     ]
-    return Data(
-        x=x,
-        edge_index=torch.tensor([[s for s, _, _ in edges], [d for _, d, _ in edges]], dtype=torch.long).view(
-            2, -1
-        ),
-        edge_attr=torch.tensor(edge_attr, dtype=torch.float32).view(-1, len(EDGE_FEATURES)),
-        u=torch.tensor([u], dtype=torch.float32),
-        op=torch.tensor([OP_INDEX.get(n.op_type, OP_INDEX["OTHER"]) for n in graph.nodes], dtype=torch.long),
-        num_nodes=len(graph.nodes),
-    )
