@@ -42,18 +42,18 @@ def torchvision_spec(name: str) -> ModelSpec:
     task = builder.__module__.split(".")[2]
     if task in UNSUPPORTED_TORCHVISION_TASKS:
         raise GnnperfError(f"torchvision:{name} is {UNSUPPORTED_TORCHVISION_TASKS[task]}")
-    input_kind, input_shape = "image", (3, *[_weights_crop(name)] * 2)
-    if builder.__module__.startswith("torchvision.models.video."):
-        input_kind, input_shape = "video", _video_clip(name)
+    crop = _weights_crop(name)
+    input_kind, input_shape = "image", (3, crop, crop)
+    if task == "video":
+        input_kind, input_shape = "video", (3, _video_frames(name), crop, crop)
     kwargs: dict[str, Any] = {"weights": None}
     # detection and segmentation builders fetch ImageNet backbone weights by default
     if "weights_backbone" in inspect.signature(builder).parameters:
         kwargs["weights_backbone"] = None
     sized_builder = None
-    if (
-        task == "vision_transformer"
-    ):  # its position table is sized at build: ViT-H/14's default weights are at 518
-        kwargs["image_size"] = input_shape[-1]
+    # a ViT's position table is sized at build: ViT-H/14's default weights are at 518
+    if task == "vision_transformer":
+        kwargs["image_size"] = crop
         sized_builder = _square(name, lambda size: builder(**{**kwargs, "image_size": size}))
     if name in ("inception_v3", "googlenet"):
         kwargs["init_weights"] = False  # scipy truncnorm init is slow and irrelevant to timing
@@ -99,11 +99,9 @@ def _weights_crop(name: str) -> int:
     return int(crop[0]) if crop else 224
 
 
-def _video_clip(name: str) -> tuple[int, int, int, int]:
-    """(channels, frames, height, width) of one clip at the default weights' crop size; MViT's position
-    embeddings fix 16 frames at 224."""
+def _video_frames(name: str) -> int:
+    """Frames per clip of a video model: :data:`VIDEO_FRAMES`, or more where its default weights need them."""
     import torchvision
 
     min_frames = torchvision.models.get_model_weights(name).DEFAULT.meta.get("min_temporal_size") or 0
-    crop = _weights_crop(name)
-    return (3, max(VIDEO_FRAMES, min_frames), crop, crop)
+    return max(VIDEO_FRAMES, min_frames)
