@@ -50,6 +50,9 @@ def summarize(graph, batch_size: int) -> dict:
         "ops": dict(sorted(by_op.items(), key=lambda kv: -kv[1]["flops"])),
         "unknown_ops": unknown,
         "repeated_blocks": graph.meta.get("repeated_blocks"),
+        # ops of the export folded away, not priced (Dropout of rate 0, the dynamo exporter's Identity; in a repeated
+        # stack, those of the two exported blocks)
+        "folded_ops": graph.meta.get("folded", {}),
     }
 
 
@@ -108,5 +111,8 @@ def _print_tables(s: dict, top: int) -> None:
         f"nodes {s['num_nodes']}  edges {s['num_edges']}  forward GFLOPs {g(s['flops'])} "
         f"(matrix {g(s['mat_flops'])})  params {s['params'] / 1e6:.2f} M (trainable)"
     )
+    if s["folded_ops"]:
+        folded = ", ".join(f"{op} {n}" for op, n in s["folded_ops"].items())
+        console.print(f"folded away, not priced: {folded}")
     if s["unknown_ops"]:
         console.print(f"[yellow]no cost rule (counted as OTHER, zero FLOPs): {s['unknown_ops']}[/]")

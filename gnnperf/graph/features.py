@@ -16,7 +16,8 @@ from gnnperf.graph.cost import Cost, graph_costs
 from gnnperf.graph.ir import OpGraph
 from gnnperf.measure.workload import MODES, OPTIMIZERS, PRECISIONS, TIMED, Workload
 
-FEATURE_VERSION = 3  # 2: grouped-convolution features (node `grouped`, `log_channels_per_group`); 3: IR 2
+# 2: grouped-convolution features (node `grouped`, `log_channels_per_group`); 3: IR 2; 4: IR 3
+FEATURE_VERSION = 4
 
 # Op types seen in exported timm/torchvision/transformers graphs; anything else is OTHER.
 OP_VOCAB: tuple[str, ...] = tuple(

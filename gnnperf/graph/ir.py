@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import math
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -27,7 +28,9 @@ from gnnperf.graph.shapes import infer_shapes, inline_static_ifs
 
 # Bump when what an OpGraph holds changes meaning: the graph cache is keyed by it. Features are computed from the
 # IR when a graph is loaded, so a FEATURE_VERSION change alone re-exports nothing.
-IR_VERSION = 2  # 2: Dropout with a static ratio of 0 is folded away (PyTorch runs no kernel for it)
+# 2: Dropout with a static ratio of 0 is folded away (PyTorch runs no kernel for it); 3: so is Identity (see
+# _is_noop)
+IR_VERSION = 3
 PROBE_BATCHES = (2, 3, 5)  # two to solve for (coef, const), the third to check
 BUFFER_HINTS = ("running_mean", "running_var", "num_batches_tracked")
 
@@ -174,10 +177,23 @@ def _scoped_name(node: onnx.NodeProto, per_scope: dict[tuple[str, str], int]) ->
     return f"/{scope}/{node.op_type}_{k}"
 
 
-def _is_noop_dropout(node: onnx.NodeProto, static: dict[str, np.ndarray]) -> bool:
-    """A Dropout whose ratio is a constant 0: ``F.dropout`` returns its input then, in training too, and runs no
-    kernel. timm builds its dropout layers with the default rate 0 (a ViT-B has 38 of them); priced as work they
-    were an eighth of a ConvNeXt-T's bytes. Its mask output is never consumed by the forward."""
+def _is_noop(node: onnx.NodeProto, static: dict[str, np.ndarray]) -> bool:
+    """A node folded away, its consumers reading its first input.
+
+    - A Dropout whose ratio is a constant 0: ``F.dropout`` returns its input then, in training too, and runs no
+      kernel. timm builds its dropout layers with the default rate 0 (a ViT-B has 38 of them); priced as work they
+      were an eighth of a ConvNeXt-T's bytes. Its mask output is never consumed by the forward.
+    - Identity: the dynamo exporter writes one for each ``aten.clone`` (torchvision's MViTv2-S: 98 on its data
+      path), among them the clones functionalisation adds for in-place ops; the
+      TorchScript exporter removes every Identity, and nearly all the graphs the predictors learned from are
+      its. Folding them prices a model alike from either exporter; a genuine clone's copy is left to the learned
+      overheads, as it is in those graphs.
+
+    A Cast to the dtype its input has in the fp32 export stays: ``.float()`` is no kernel in fp32 but a real cast
+    under AMP, and the graph serves every precision.
+    """
+    if node.op_type == "Identity":
+        return True
     if node.op_type != "Dropout" or len(node.input) < 2 or node.input[1] not in static:
         return False
     return float(np.asarray(static[node.input[1]]).reshape(-1)[0]) == 0.0
@@ -221,12 +237,14 @@ def build_ir(
     data = set(model_inputs)  # values derived from a model input
     origin: dict[str, set[str]] = {p: {p} for p in param_names}  # param-derived value -> its parameters
     same_as: dict[str, str] = {}  # output of a folded no-op -> the value it passes on
+    folded: Counter[str] = Counter()
     nodes: list[Node] = []
     per_scope: dict[tuple[str, str], int] = {}
     for node in graph.node:
         ins = [same_as.get(i, i) for i in node.input]
-        if ins and ins[0] in data and _is_noop_dropout(node, base.static):
+        if ins and ins[0] in data and _is_noop(node, base.static):
             same_as[node.output[0]] = ins[0]
+            folded[node.op_type] += 1
             continue
         if any(i in data for i in ins if i) and node.op_type not in ("Shape", "Size"):
             nodes.append(
@@ -267,4 +285,5 @@ def build_ir(
         values=values,
         params=params,
         inputs=model_inputs,
+        meta={"folded": dict(sorted(folded.items()))} if folded else {},
     )

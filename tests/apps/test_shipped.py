@@ -56,6 +56,19 @@ def test_a_device_only_in_the_table_is_predicted_from_its_specs(capsys):
         assert ("the interval is that of the devices seen in training" in capsys.readouterr().out) == says
 
 
+def test_a_video_clip_is_named_as_an_input_rank_it_never_saw():
+    """3-D convolutions are op type Conv, as the images' are: only the input's rank tells a video model apart."""
+    predictor = Predictor.from_checkpoint(None)
+    clip, image = predictor.predict(
+        [
+            Query("tests.graph.factories:tiny_video", "a100-sxm4-40gb", 2, input_shape=(3, 4, 16, 16)),
+            Query("tests.graph.factories:tiny_cnn", "a100-sxm4-40gb", 2, input_shape=(3, 16, 16)),
+        ]
+    )
+    assert clip["unseen_input_rank"] == "5-D input (trained on 2-D, 3-D, 4-D)"
+    assert image["unseen_input_rank"] is None
+
+
 def test_a_device_beyond_every_training_device_says_which_specs_it_extrapolates():
     predictor = Predictor.from_checkpoint(None)
     query = Query("torchvision:resnet18", "b200", 32, precision="amp_fp16")

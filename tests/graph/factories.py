@@ -21,6 +21,13 @@ class Residual(nn.Module):
         return torch.relu(x + self.conv2(torch.relu(self.bn1(self.conv1(x)))))
 
 
+def tiny_video() -> nn.Module:
+    """A 3-D convolution over (channels, frames, height, width) clips."""
+    return nn.Sequential(
+        nn.Conv3d(3, 8, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool3d(1), nn.Flatten(), nn.Linear(8, 4)
+    )
+
+
 def residual() -> nn.Module:
     return Residual()
 

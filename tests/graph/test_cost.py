@@ -5,6 +5,7 @@ import torch
 from torch import nn
 
 from gnnperf.graph.build import build_graph
+from gnnperf.graph.cli import summarize
 from gnnperf.graph.cost import graph_costs
 from gnnperf.zoo.resolve import ModelSpec
 
@@ -114,8 +115,32 @@ def test_dropout_of_rate_zero_is_folded_away_and_its_consumer_reads_its_input():
     graph = build_graph(spec_of(module, (16,), "dropout0"))
     ops = [n.op_type for n in graph.nodes]
     assert ops == ["Gemm", "Relu", "Dropout", "Gemm"]
+    assert summarize(graph, 2)["folded_ops"] == {"Dropout": 1}  # `gnnperf graph` says what it left out
     assert [(graph.nodes[s].op_type, graph.nodes[d].op_type) for s, d, _ in graph.edges()] == [
         ("Gemm", "Relu"),
         ("Relu", "Dropout"),
         ("Dropout", "Gemm"),
     ]
+
+
+class _Clone(nn.Module):
+    """A clone between two layers, and a cast to the dtype the tensor has (a no-op in fp32, a cast under AMP)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(16, 32), nn.Linear(32, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.relu(self.a(x)).clone().type(x.dtype))
+
+
+def test_identity_is_folded_away_and_a_cast_to_the_dtype_it_has_stays():
+    # dynamo writes the clone as an Identity, which TorchScript drops; TorchScript writes the .type() as a Cast,
+    # which dynamo drops: kept, since under AMP such a cast runs
+    ops = {}
+    for exporter in ("torchscript", "dynamo"):
+        graph = build_graph(spec_of(_Clone(), (16,), f"clone-{exporter}"), exporter=exporter)
+        ops[exporter] = [n.op_type for n in graph.nodes]
+        assert "Identity" not in ops[exporter]
+        assert graph.meta.get("folded") == ({"Identity": 1} if exporter == "dynamo" else None)
+    assert ops == {"torchscript": ["Gemm", "Relu", "Cast", "Gemm"], "dynamo": ["Gemm", "Relu", "Gemm"]}
