@@ -184,10 +184,9 @@ def _is_noop(node: onnx.NodeProto, static: dict[str, np.ndarray]) -> bool:
       kernel. timm builds its dropout layers with the default rate 0 (a ViT-B has 38 of them); priced as work they
       were an eighth of a ConvNeXt-T's bytes. Its mask output is never consumed by the forward.
     - Identity: the dynamo exporter writes one for each ``aten.clone`` (torchvision's MViTv2-S: 98 on its data
-      path), among them the clones functionalisation adds for in-place ops; the
-      TorchScript exporter removes every Identity, and nearly all the graphs the predictors learned from are
-      its. Folding them prices a model alike from either exporter; a genuine clone's copy is left to the learned
-      overheads, as it is in those graphs.
+      path), among them the clones functionalisation adds for in-place ops; the TorchScript exporter removes every
+      Identity, and nearly all the graphs the predictors learned from are its. Folding them prices a model alike
+      from either exporter; a genuine clone's copy is left to the learned overheads, as it is in those graphs.
 
     A Cast to the dtype its input has in the fp32 export stays: ``.float()`` is no kernel in fp32 but a real cast
     under AMP, and the graph serves every precision.
