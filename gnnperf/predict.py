@@ -225,15 +225,15 @@ class Predictor:
     def _item(self, graph, spec: HardwareSpec, workload: Workload, features: dict):
         """The network's input for ``workload`` of ``graph`` on ``spec`` (``hardware`` for the fallback's baseline).
 
-        ``features`` keeps each (model, batch)'s node and edge features for the other workloads of one call, and
-        each (model, workload)'s graph features for its other devices.
+        ``features`` keeps each (model, input shape, batch)'s node and edge features for the other workloads of one
+        call, and each (model, workload)'s graph features for its other devices.
         """
         import torch
 
         from gnnperf.data.dataset import batch_features, graph_features, sample_data
         from gnnperf.hardware.vector import hardware_vector
 
-        at_batch = ("batch", graph.model_ref, workload.batch_size)
+        at_batch = ("batch", graph.model_ref, tuple(graph.input_shape), workload.batch_size)
         if at_batch not in features:
             features[at_batch] = batch_features(graph, workload.batch_size)
         key = (graph.model_ref, workload)

@@ -739,3 +739,15 @@ def test_predictions_do_not_depend_on_how_many_graphs_share_a_forward_pass(train
         assert [op["ms"] for op in a["breakdown"]] == pytest.approx(
             [op["ms"] for op in b["breakdown"]], rel=1e-5
         )
+
+
+def test_one_model_at_two_input_sizes_in_one_call_is_predicted_as_each_alone(trained):
+    # node and edge features are shared across a call's workloads of one graph: keyed by its input size too
+    predictor = Predictor.from_checkpoint(trained[0])
+    cnn = "tests.graph.factories:tiny_cnn"
+    queries = [Query(cnn, "t4", 4, input_shape=(3, side, side)) for side in (8, 32)]
+    together = predictor.predict(queries, batch_cap=False)
+    alone = [predictor.predict(q, batch_cap=False)[0] for q in queries]
+    assert together[0]["iteration_time_ms"] != pytest.approx(together[1]["iteration_time_ms"], rel=1e-3)
+    for a, b in zip(together, alone, strict=True):
+        assert a["iteration_time_ms"] == pytest.approx(b["iteration_time_ms"], rel=1e-5)
