@@ -40,7 +40,7 @@ from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache
 from gnnperf.graph.cost import graph_costs
-from gnnperf.graph.features import FEATURE_VERSION, graph_vector, to_data
+from gnnperf.graph.features import FEATURE_VERSION, graph_vector, node_edge_data
 from gnnperf.graph.ir import OpGraph
 from gnnperf.hardware.table import (
     ENV_VAR,
@@ -276,9 +276,7 @@ class PerfDataset(Dataset):
 def batch_features(graph: OpGraph, batch_size: int) -> tuple[list, PerfData]:
     """(per-node costs, graph structure with node and edge features) at ``batch_size``: every workload's at it."""
     costs, _ = graph_costs(graph, batch_size)
-    data = to_data(graph, Workload(batch_size=batch_size), costs)
-    del data.u
-    return costs, PerfData.from_dict(data.to_dict())
+    return costs, PerfData.from_dict(node_edge_data(graph, batch_size, costs).to_dict())
 
 
 def graph_features(

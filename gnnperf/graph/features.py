@@ -209,11 +209,17 @@ def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None)
 
     The workload's ``input_shape`` is ignored: the graph was built for one (``graph.input_shape``).
     """
+    if costs is None:  # callers that also need the costs (aggregate features) pass them in
+        costs, _ = graph_costs(graph, workload.batch_size)
+    data = node_edge_data(graph, workload.batch_size, costs)
+    data.u = torch.tensor([graph_vector(graph, workload, costs)], dtype=torch.float32)
+    return data
+
+
+def node_edge_data(graph: OpGraph, batch: int, costs: list[Cost]):
+    """:func:`to_data` without ``u``: what depends on the batch size only, shared by the workloads of one batch."""
     from torch_geometric.data import Data
 
-    batch = workload.batch_size
-    if costs is None:  # callers that also need the costs (aggregate features) pass them in
-        costs, _ = graph_costs(graph, batch)
     total_flops = sum(c.flops for c in costs)
     x = torch.tensor(
         [_node_row(graph, i, c, batch, total_flops) for i, c in enumerate(costs)], dtype=torch.float32
@@ -232,7 +238,6 @@ def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None)
             2, -1
         ),
         edge_attr=torch.tensor(edge_attr, dtype=torch.float32).view(-1, len(EDGE_FEATURES)),
-        u=torch.tensor([graph_vector(graph, workload, costs)], dtype=torch.float32),
         op=torch.tensor([OP_INDEX.get(n.op_type, OP_INDEX["OTHER"]) for n in graph.nodes], dtype=torch.long),
         num_nodes=len(graph.nodes),
     )
@@ -241,7 +246,7 @@ def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None)
 def graph_vector(graph: OpGraph, workload: Workload, costs: list[Cost]) -> list[float]:
     """The graph-level features ``u`` of ``graph`` under ``workload``, from the per-node ``costs`` at its batch.
 
-    Apart from ``x`` and ``edge_attr`` (the batch size only), so that the workloads of one batch can share those.
+    Apart from :func:`node_edge_data` (the batch size only), so that the workloads of one batch can share that.
     """
     batch = workload.batch_size
     total_flops = sum(c.flops for c in costs)
