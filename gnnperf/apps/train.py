@@ -91,6 +91,14 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     log_ratio = np.log(val_true) - np.log(val_pred)  # split-conformal: val residuals give the interval
     alpha = (1.0 - float(cfg.interval)) / 2
     interval = [float(np.quantile(log_ratio, alpha)), float(np.quantile(log_ratio, 1 - alpha))]
+    # The validation part also chose the epoch, so the interval may be narrow: say what it covers on the test part.
+    test_true = dm.dataset.samples["iteration_time_ms"].to_numpy()[dm.split["test"]]
+    test_ratio = np.log(test_true) - np.log(test_pred)
+    test_metrics["test/interval_coverage"] = float(
+        np.mean((test_ratio >= interval[0]) & (test_ratio <= interval[1]))
+    )
+    log.info("interval %s covers %.3f of the test part", [round(float(np.exp(b)), 3) for b in interval],
+             test_metrics["test/interval_coverage"])  # fmt: skip
     test_data = baseline_data(dm, "test")
     fallback = None
     if cfg.get("unseen_op_fallback"):

@@ -3,7 +3,7 @@
 ``process()`` (:func:`gnnperf.data.processing.process_samples`) reads the stores' samples, builds each distinct
 (model_ref, input_shape) graph once and writes to ``<root>/processed/``: ``graphs.jsonl.gz`` (the OpGraphs, read
 one at a time when needed: :class:`~gnnperf.data.processing.GraphFile`),
-``samples.parquet`` (the sample table with ``graph_idx`` and ``hw_id``), ``devices.json`` (device names and
+``samples.parquet`` (the sample table with ``graph_idx``, ``graph_digest`` and ``hw_id``), ``devices.json`` (device names and
 their specs) and, last, ``meta.json`` (the feature version, a fingerprint of the stores' shards and the graphs'
 byte offsets). A
 ``meta.json`` from another ``FEATURE_VERSION``, hardware table or set of shards makes the next construction
@@ -52,7 +52,7 @@ from gnnperf.hardware.vector import hardware_vector
 from gnnperf.measure.workload import Workload
 
 log = logging.getLogger(__name__)
-PROCESSED_FORMAT = 2  # layout of the processed files; bump when it changes
+PROCESSED_FORMAT = 3  # layout of the processed files; bump when it changes (3: samples' graph_digest)
 STAT_KEYS = ("x", "edge_attr", "u", "hw", "agg")
 
 

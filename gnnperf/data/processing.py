@@ -107,6 +107,7 @@ def process_samples(
 
     # Graphs are written as they are loaded (one gzip member each) so the OpGraphs are never all in memory.
     graph_of: dict[tuple[str, str], int] = {}
+    digests: list[str] = []
     offsets, graph_json_bytes = [0], 0
     keys = samples.groupby(["model_ref", "input_shape"], sort=True)["store_idx"].first()
     with open(out / GRAPHS_FILE, "wb") as f:
@@ -125,8 +126,13 @@ def process_samples(
             graph_json_bytes += len(line)
             offsets.append(offsets[-1] + f.write(gzip.compress(line, compresslevel=3)))
             graph_of[(ref, shape)] = len(graph_of)
-    graph_idx = [graph_of.get(k, -1) for k in zip(samples["model_ref"], samples["input_shape"])]
-    samples = samples.assign(graph_idx=np.asarray(graph_idx, dtype=np.int64))
+            digests.append(graph.structure_digest())
+    graph_idx = np.asarray([graph_of.get(k, -1) for k in zip(samples["model_ref"], samples["input_shape"])])
+    # the network without names: splits keep references that export the same one (aliases) in one part
+    samples = samples.assign(
+        graph_idx=graph_idx.astype(np.int64),
+        graph_digest=[digests[i] if i >= 0 else "" for i in graph_idx],
+    )
     missing = "graph not built" if build_graphs else "graph not in the cache"
     dropped[missing] += int((samples["graph_idx"] < 0).sum())
     samples = samples[samples["graph_idx"] >= 0]

@@ -7,10 +7,16 @@ row. Splits depend only on the table's content and the seed (groups are sorted b
 | name | test part | val part |
 |---|---|---|
 | ``random`` | rows: chunk ``fold`` of a seeded permutation, ``test_frac`` of the rows (default ``1/num_folds``) | ``val_frac`` of the rows, from the rest |
-| ``holdout_model`` | models (``model_ref``): chunk ``fold`` of the shuffled models, ``test_frac`` of them | ``val_frac`` of the models, from the rest |
+| ``holdout_model`` | models: chunk ``fold`` of the shuffled models, ``test_frac`` of them | ``val_frac`` of the models, from the rest |
 | ``holdout_family`` | families ``fold::num_folds`` of the sorted family list (of the ``family_query`` rows) | ``val_frac`` of the remaining models (``val_by="family"``: of the remaining families) |
 | ``holdout_hardware`` | device ``fold`` of the sorted device list | ``val_frac`` of the models, on the other devices |
 | ``holdout_column`` | rows whose ``column`` is one of ``values`` (``source``: train on CNN tables, test on transformers) | ``val_frac`` of the other models |
+
+A "model" here is a group of references (:func:`model_groups`): those whose graphs are the same network (the
+``graph_digest`` of the processed samples) form one, so that a deprecated timm alias (``ssl_resnet50``), a DeiT
+that is a ViT, or torchvision's ResNet-50 beside timm's never sits in train while its twin is tested. Without a
+``graph_digest`` column each ``model_ref`` is its own group. ``holdout_family`` leaves out of every part the rows
+of other families that are the same network as a tested one (``left_out``).
 """
 
 from __future__ import annotations
@@ -77,14 +83,41 @@ def _rows(samples: pd.DataFrame, column: str, values: np.ndarray) -> np.ndarray:
     return np.flatnonzero(samples[column].isin(list(values)).to_numpy())
 
 
+def model_groups(samples: pd.DataFrame) -> np.ndarray:
+    """Per row, its model group: the first (sorted) ``model_ref`` of the references that share a network.
+
+    Two references are in one group when a ``graph_digest`` of one is a ``graph_digest`` of the other, directly
+    or through a third (``timm:convnext_base`` at 384 is ``convnext_base_384_in22ft1k``, at 224
+    ``convnext_base_in22ft1k``). Rows without a digest (the column absent or empty) group by ``model_ref``.
+    """
+    refs = samples["model_ref"].astype(str).to_numpy()
+    if "graph_digest" not in samples.columns:
+        return refs
+    parent = {r: r for r in np.unique(refs)}
+
+    def root(r: str) -> str:
+        while parent[r] != r:
+            parent[r] = parent[parent[r]]
+            r = parent[r]
+        return r
+
+    first_of: dict[str, str] = {}
+    for ref, digest in sorted(set(zip(refs, samples["graph_digest"].astype(str)))):
+        if not digest:
+            continue
+        other = first_of.setdefault(digest, ref)
+        a, b = root(ref), root(other)
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    return np.asarray([root(r) for r in refs])
+
+
 def _group_split(
-    samples: pd.DataFrame, rows: np.ndarray, val_frac: float, rng: np.random.Generator
+    groups: np.ndarray, rows: np.ndarray, val_frac: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(train, val) of ``rows``, grouped by ``model_ref``."""
-    models = np.unique(samples["model_ref"].to_numpy()[rows])
-    val_models, _ = _take_val(models, val_frac, rng)
-    in_val = samples["model_ref"].to_numpy()[rows]
-    mask = np.isin(in_val, val_models)
+    """(train, val) of ``rows``, grouped by ``groups`` (:func:`model_groups`)."""
+    val_groups, _ = _take_val(np.unique(groups[rows]), val_frac, rng)
+    mask = np.isin(groups[rows], val_groups)
     return rows[~mask], rows[mask]
 
 
@@ -116,14 +149,15 @@ def holdout_model(
     val_frac: float = 0.1,
     test_frac: float | None = None,
 ) -> dict[str, np.ndarray]:
-    """Unseen models: every batch size and device of a ``model_ref`` is in one part."""
+    """Unseen models: every batch size and device of a model (:func:`model_groups`) is in one part."""
     rng = np.random.default_rng(seed)
-    models = rng.permutation(np.unique(samples["model_ref"].to_numpy()))
+    groups = model_groups(samples)
+    models = rng.permutation(np.unique(groups))
     test_slice = _chunk(len(models), test_frac, fold, num_folds)
     rest_models = np.concatenate([models[: test_slice.start], models[test_slice.stop :]])
     val_models, _ = _take_val(rest_models, val_frac, rng)
-    test = _rows(samples, "model_ref", models[test_slice])
-    val = _rows(samples, "model_ref", val_models)
+    test = np.flatnonzero(np.isin(groups, models[test_slice]))
+    val = np.flatnonzero(np.isin(groups, val_models))
     train = np.setdiff1d(np.arange(len(samples)), np.concatenate([test, val]))
     return {"train": train, "val": val, "test": test}
 
@@ -155,18 +189,20 @@ def holdout_family(
             f"{len(families)} ({', '.join(families)})"
         )
     test = _rows(samples, "family", test_families)
-    rest = np.setdiff1d(np.arange(len(samples)), test)
+    groups = model_groups(samples)
+    twins = np.setdiff1d(np.flatnonzero(np.isin(groups, groups[test])), test)  # another family's same network
+    rest = np.setdiff1d(np.arange(len(samples)), np.concatenate([test, twins]))
     if val_by == "model":
-        train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+        train, val = _group_split(groups, rest, val_frac, np.random.default_rng(seed))
     elif val_by == "family":
         val_families, _ = _take_val(
             np.setdiff1d(families, test_families), val_frac, np.random.default_rng(seed)
         )
-        val = _rows(samples, "family", val_families)
+        val = np.intersect1d(_rows(samples, "family", val_families), rest)
         train = np.setdiff1d(rest, val)
     else:
         raise GnnperfError(f"holdout_family: bad val_by {val_by!r}; expected 'model' or 'family'")
-    return {"train": train, "val": val, "test": test}
+    return {"train": train, "val": val, "test": test, "left_out": twins}
 
 
 @register_split("holdout_column")
@@ -192,7 +228,7 @@ def holdout_column(
         )
     test = np.flatnonzero(as_text.isin(wanted).to_numpy())
     rest = np.setdiff1d(np.arange(len(samples)), test)
-    train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+    train, val = _group_split(model_groups(samples), rest, val_frac, np.random.default_rng(seed))
     return {"train": train, "val": val, "test": test}
 
 
@@ -223,7 +259,7 @@ def holdout_group(
         raise GnnperfError(f"holdout_group fold {fold}: only {len(groups)} group(s) of {columns} ({listed})")
     test = np.flatnonzero((keys == groups[fold]).to_numpy())
     rest = np.setdiff1d(np.arange(len(samples)), test)
-    train, val = _group_split(samples, rest, val_frac, np.random.default_rng(seed))
+    train, val = _group_split(model_groups(samples), rest, val_frac, np.random.default_rng(seed))
     return {"train": train, "val": val, "test": test}
 
 
@@ -268,6 +304,9 @@ def make_split(
 ) -> dict[str, np.ndarray]:
     """The split ``name`` of ``samples``: sorted int64 row positions for ``train``, ``val`` and ``test``.
 
+    A split may leave rows out of every part (``holdout_family``: the same network as a tested model, under
+    another family's name); every other row is in exactly one part.
+
     Args:
         test_query: a ``DataFrame.query`` expression; only the test rows it selects are tested, and the other
             rows the split put in the test part are left out of every part (never trained on). For example a
@@ -278,9 +317,14 @@ def make_split(
         GnnperfError: unknown split name, bad fold, or a split that leaves a part empty.
     """
     check_split_args(name, fold, num_folds, **kw)
-    split = SPLITS[name](samples, seed=seed, fold=fold, num_folds=num_folds, **kw)
-    split = {p: np.sort(np.asarray(split[p], dtype=np.int64)) for p in PARTS}
+    raw = SPLITS[name](samples, seed=seed, fold=fold, num_folds=num_folds, **kw)
+    split = {p: np.sort(np.asarray(raw[p], dtype=np.int64)) for p in PARTS}
     what = f"split {name} (seed {seed}, fold {fold})"
+    left_out = len(raw.get("left_out", ()))
+    if left_out:
+        log.info(
+            "%s: %d rows of other families' models that are a tested network are in no part", what, left_out
+        )
     if test_query:
         selected = select_samples(samples.reset_index(drop=True), test_query).index.to_numpy()
         tested = np.intersect1d(split["test"], selected)
@@ -293,7 +337,7 @@ def make_split(
             len(split["test"]) - len(tested),
         )
         split["test"] = tested
-    check_split(split, len(samples), what=what, cover=not test_query)
+    check_split(split, len(samples) - left_out, what=what, cover=not test_query)
     return split
 
 

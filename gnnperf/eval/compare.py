@@ -15,6 +15,7 @@ from gnnperf.errors import GnnperfError
 
 if TYPE_CHECKING:
     from gnnperf.baselines.registry import BaselineData
+    from gnnperf.data.datamodule import PerfDataModule
     from gnnperf.predictor.fallback import UnseenOpFallback
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,7 @@ log = logging.getLogger(__name__)
 PREDICTIONS = "predictions.csv"
 
 
-def baseline_data(dm, part: str):
+def baseline_data(dm: PerfDataModule, part: str) -> BaselineData:
     """The :class:`BaselineData` of one part of a set-up :class:`PerfDataModule`, in split order."""
     from gnnperf.baselines.registry import BaselineData
 
@@ -31,7 +32,7 @@ def baseline_data(dm, part: str):
 
 
 def compare(
-    dm,
+    dm: PerfDataModule,
     gnn_pred_ms: np.ndarray | None,
     baselines: Sequence[str],
     out_dir: str | Path | None = None,

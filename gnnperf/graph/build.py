@@ -121,10 +121,18 @@ def build_graph(
         ident += "#" + hashlib.sha256(spec.onnx_path.read_bytes()).hexdigest()[:16]
     key = GraphCache.key(ident, shape, exporter) + ("-shallow" if use_shallow else "") + f"-b{export_batch}"
     source = _source_digest(spec)
+    built_with = _built_with(spec)
     hit = cache.get(key) if cache is not None else None
     # a graph cached before the file it was built from changed is stale (entries without a digest are kept)
     if hit is not None and (source is None or hit.meta.get("source_sha256") in (None, source)):
-        return hit
+        was = hit.meta.get("built_with")
+        if was is None or was == built_with:  # entries from before versions were recorded are kept
+            return hit
+        if cached_only:  # a dataset of cached graphs keeps them; rebuilding is `gnnperf data graphs`'s job
+            _warn_once(f"graphs in {cache.root} were built with {was}, installed {built_with}: "
+                       "`gnnperf data graphs` builds them again")  # fmt: skip
+            return hit
+        log.info("graph of %s was built with %s, installed %s: building it again", spec.ref, was, built_with)
     if cached_only:
         where = cache.root if cache is not None else "(no cache given)"
         raise GnnperfError(f"graph of {spec.ref} at {','.join(map(str, shape))} is not in the cache {where}")
@@ -133,6 +141,7 @@ def build_graph(
     graph.meta["input_kind"] = spec.input_kind
     if source is not None:
         graph.meta["source_sha256"] = source
+    graph.meta["built_with"] = built_with
     if cache is not None:
         cache.put(key, graph)
     return graph
@@ -180,11 +189,44 @@ def _export_ir(
         return _export_ir(spec, shape, exporter, False, export_batch)
 
 
-def _source_digest(spec) -> str | None:
+_WARNED: set[str] = set()
+
+
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        log.warning(message)
+
+
+def _built_with(spec: ModelSpec) -> dict[str, str]:
+    """The versions of the libraries a reference's graph comes from: torch (the exporter) and the model's library.
+
+    A cached graph built with other versions is built again (timm redefines models between releases; exporters
+    change what they emit). An ONNX file is read as it is: nothing. Zoo models are this package's code, whose
+    changes to a graph bump ``IR_VERSION``.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    if spec.input_kind == "onnx":
+        return {}
+    libs = [
+        "torch",
+        {"timm": "timm", "torchvision": "torchvision", "hf": "transformers"}.get(spec.ref.split(":")[0]),
+    ]
+    out = {}
+    for lib in filter(None, libs):
+        try:
+            out[lib] = version(lib)
+        except PackageNotFoundError:
+            continue
+    return out
+
+
+def _source_digest(spec: ModelSpec) -> str | None:
     """Digest of the user file a reference builds from (an hf config, a factory's module), or None.
 
     Such a file can change under the same reference; ONNX files are keyed by their digest already, and timm,
-    torchvision and zoo references by the installed code.
+    torchvision and hf references carry the library versions they were built with (:func:`_built_with`).
     """
     import importlib.util
 

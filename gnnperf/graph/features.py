@@ -9,12 +9,16 @@ Bump :data:`FEATURE_VERSION` whenever a feature or the IR changes meaning: cache
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 
 from gnnperf.graph.cost import Cost, graph_costs
 from gnnperf.graph.ir import OpGraph
 from gnnperf.measure.workload import MODES, OPTIMIZERS, PRECISIONS, TIMED, Workload
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
 
 # 2: grouped-convolution features (node `grouped`, `log_channels_per_group`); 3: IR 2; 4: IR 3
 FEATURE_VERSION = 4
@@ -204,7 +208,7 @@ def _node_row(graph: OpGraph, i: int, cost: Cost, batch: int, total_flops: float
     return row
 
 
-def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None):
+def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None) -> Data:
     """PyG ``Data`` with ``x``, ``edge_index``, ``edge_attr``, ``u`` (1 x graph features), ``op`` (vocab index).
 
     The workload's ``input_shape`` is ignored: the graph was built for one (``graph.input_shape``).
@@ -216,7 +220,7 @@ def to_data(graph: OpGraph, workload: Workload, costs: list[Cost] | None = None)
     return data
 
 
-def node_edge_data(graph: OpGraph, batch: int, costs: list[Cost]):
+def node_edge_data(graph: OpGraph, batch: int, costs: list[Cost]) -> Data:
     """:func:`to_data` without ``u``: what depends on the batch size only, shared by the workloads of one batch."""
     from torch_geometric.data import Data
 

@@ -13,6 +13,8 @@ size checks that the dims are affine. Specialising to a batch size is then a sub
 from __future__ import annotations
 
 import ast
+import hashlib
+import json
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field
@@ -122,6 +124,32 @@ class OpGraph:
                 if self.params[p].trainable or not trainable_only
             )
         )
+
+    def structure_digest(self) -> str:
+        """A digest of the network without its names: two references with the same digest get the same features.
+
+        It covers the input shape, every node's op type, attributes, input wiring (producer and output slot, or
+        graph input), output dtypes and shapes, parameter shapes and the shapes of its fixed inputs; not the
+        reference, node, value or parameter names, nor ``meta``. A deprecated timm alias and its model
+        (``ssl_resnet50``, ``resnet50``), a DeiT and the ViT it is, timm's and torchvision's ResNet-50 export
+        the same network under other names: splits keep such references together (:mod:`gnnperf.data.splits`).
+        """
+        slot = {v: ["in", k] for k, v in enumerate(self.inputs)}
+        slot.update({o: [i, k] for i, n in enumerate(self.nodes) for k, o in enumerate(n.outputs)})
+
+        def value(v: str) -> list[Any]:
+            val = self.values[v]
+            return [val.dtype, val.coef, val.const]
+
+        rows: list[Any] = [self.input_shape, [value(v) for v in self.inputs]]
+        for n in self.nodes:
+            params = [
+                [self.params[p].shape, self.params[p].dtype, self.params[p].trainable] for p in n.params
+            ]
+            wiring = [slot.get(v) if v else None for v in n.inputs]
+            rows.append([n.op_type, n.attrs, wiring, [value(o) for o in n.outputs], params, n.fixed_shapes])
+        text = json.dumps(rows, sort_keys=True, separators=(",", ":"), default=repr)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -79,7 +79,8 @@ def infer_shapes(model: onnx.ModelProto, batch_inputs: dict[str, int], batch_siz
 
     for node in graph.node:
         ins = [i for i in node.input if i]
-        is_shape = node.op_type in SHAPE_OPS and ins and ins[0] in types
+        # a Shape of a tensor with an unknown dim (NonZero's count) is typed below, never evaluated as 0
+        is_shape = node.op_type in SHAPE_OPS and ins and ins[0] in types and _dims_known(types[ins[0]])
         if node.op_type == "Constant" or is_shape or (ins and all(i in static for i in ins)):
             try:
                 results = _evaluate(node, ins, types, static, opsets)
@@ -106,6 +107,10 @@ def infer_shapes(model: onnx.ModelProto, batch_inputs: dict[str, int], batch_siz
         except Exception as e:  # onnx raises several exception types here
             raise GnnperfError(f"shape inference failed at {node.op_type} node '{node.name}': {e}") from None
     return InferredShapes(types=types, static=static)
+
+
+def _dims_known(t: onnx.TypeProto) -> bool:
+    return t.tensor_type.HasField("shape") and all(d.HasField("dim_value") for d in t.tensor_type.shape.dim)
 
 
 def _evaluate(node, ins, types, static, opsets) -> list:

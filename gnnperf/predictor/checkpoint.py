@@ -19,6 +19,7 @@ from gnnperf.predictor.model import PerfGNN, Stats
 
 if TYPE_CHECKING:
     from gnnperf.predictor.fallback import UnseenOpFallback
+    from gnnperf.predictor.module import PerfModule
 
 
 def code_versions() -> dict[str, Any]:
@@ -117,7 +118,7 @@ def build_model(hparams: Mapping[str, Any], stats: Stats | None = None) -> PerfG
     )
 
 
-def save_predictor(module, path: str | Path, **extra: Any) -> Path:
+def save_predictor(module: PerfModule, path: str | Path, **extra: Any) -> Path:
     """Write a predictor checkpoint: the module's Lightning checkpoint dict plus ``extra`` under ``gnnperf``."""
     import pytorch_lightning as pl  # only here: reading a checkpoint must not import it
 

@@ -31,7 +31,17 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # for the hints only: predict's start-up imports none of them
+    import pandas as pd
+    import torch
+
+    from gnnperf.graph.ir import OpGraph
+    from gnnperf.hardware.table import HardwareSpec
+    from gnnperf.measure.workload import Workload
+    from gnnperf.predict import Predictor
+    from gnnperf.predictor.model import Standardize
 
 # Workload sizes whose training range is recorded (``workload_range``).
 RANGED = ("batch_size", "num_devices")
@@ -46,12 +56,14 @@ THIN_ROWS = 100
 SAME_RATE_AS = {"amp_bf16": "amp_fp16", "bf16": "fp16"}
 
 
-def workload_range(samples) -> dict[str, list[int]]:
+def workload_range(samples: pd.DataFrame) -> dict[str, list[int]]:
     """``{column: [min, max]}`` of the ranged workload sizes over a samples frame (the train part of a run)."""
     return {k: [int(samples[k].min()), int(samples[k].max())] for k in RANGED}
 
 
-def workload_counts_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str, dict[str, int]]]:
+def workload_counts_by_kind(
+    samples: pd.DataFrame, kind_of: Mapping[str, str]
+) -> dict[str, dict[str, dict[str, int]]]:
     """``{device kind: {field: {value: rows}}}`` of the categorical workload fields over a samples frame.
 
     Args:
@@ -65,13 +77,15 @@ def workload_counts_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, di
     }
 
 
-def workload_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
+def workload_by_kind(samples: pd.DataFrame, kind_of: Mapping[str, str]) -> dict[str, dict[str, list[str]]]:
     """``{device kind: {field: sorted values}}`` of the categorical workload fields (see :func:`workload_counts_by_kind`)."""
     counts = workload_counts_by_kind(samples, kind_of)
     return {kind: {k: sorted(values) for k, values in fields.items()} for kind, fields in counts.items()}
 
 
-def workload_combinations_by_kind(samples, kind_of: Mapping[str, str]) -> dict[str, list[list[str]]]:
+def workload_combinations_by_kind(
+    samples: pd.DataFrame, kind_of: Mapping[str, str]
+) -> dict[str, list[list[str]]]:
     """``{device kind: sorted combinations of the COMBINED fields}`` over a samples frame.
 
     Each value can be seen on a kind without the combination: the shipped predictor's GPU rows have channels-last
@@ -84,7 +98,7 @@ def workload_combinations_by_kind(samples, kind_of: Mapping[str, str]) -> dict[s
     }
 
 
-def coverage(samples, kind_of: Mapping[str, str]) -> dict[str, Any]:
+def coverage(samples: pd.DataFrame, kind_of: Mapping[str, str]) -> dict[str, Any]:
     """The ``trained_on`` entries of a train part: its devices, workload range, values and combinations per kind.
 
     ``devices`` are those with training rows; a checkpoint's device list (``hparams["devices"]``, the order of its
@@ -100,12 +114,12 @@ def coverage(samples, kind_of: Mapping[str, str]) -> dict[str, Any]:
     }
 
 
-def input_ranks(graphs: Iterable) -> list[int]:
+def input_ranks(graphs: Iterable[OpGraph]) -> list[int]:
     """Ranks of the model inputs of ``graphs``, batch included: 4 for images, 2 for token ids, 5 for video clips."""
     return sorted({len(g.input_shape) + 1 for g in graphs})
 
 
-def unseen_input_rank(trained_on: Mapping[str, Any], graph) -> str | None:
+def unseen_input_rank(trained_on: Mapping[str, Any], graph: OpGraph) -> str | None:
     """``5-D input (trained on 2-D, 4-D)`` where ``graph``'s input rank is not among the recorded ones, else None.
 
     A 3-D convolution is the op type ``Conv`` as a 2-D one is, so no op check sees a video model; the input rank
@@ -118,7 +132,7 @@ def unseen_input_rank(trained_on: Mapping[str, Any], graph) -> str | None:
     return f"{rank}-D input (trained on {', '.join(f'{r}-D' for r in ranks)})"
 
 
-def outside_range(trained_on: Mapping[str, Any], workload) -> list[str]:
+def outside_range(trained_on: Mapping[str, Any], workload: Workload) -> list[str]:
     """``name=value (trained lo..hi)`` for each ranged workload size outside its training range.
 
     A size that was constant in training is left to the network's own check (``unlearned_workload``).
@@ -131,7 +145,7 @@ def outside_range(trained_on: Mapping[str, Any], workload) -> list[str]:
     return out
 
 
-def hardware_outside_range(trained_specs: Iterable[Mapping[str, Any]], spec) -> list[str]:
+def hardware_outside_range(trained_specs: Iterable[Mapping[str, Any]], spec: HardwareSpec) -> list[str]:
     """``field=value (trained lo..hi)`` for each data-sheet field of ``spec`` outside the training devices' range.
 
     Only the training devices of ``spec``'s kind count (CPUs and GPUs differ by orders of magnitude); no field is
@@ -163,7 +177,7 @@ def hardware_outside_range(trained_specs: Iterable[Mapping[str, Any]], spec) -> 
     return out
 
 
-def check_respecified(spec, trained, source: str) -> None:
+def check_respecified(spec: HardwareSpec, trained: HardwareSpec, source: str) -> None:
     """Refuse a training device that ``source`` (a spec file) gives other specs than it was trained with.
 
     Its learned embedding would be paired with figures it never saw, and the row would still say "seen in training";
@@ -261,7 +275,7 @@ def thin_on_kind(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: st
     return out
 
 
-def same_rate_precision(trained_on: Mapping[str, Any], precision: str, spec) -> str | None:
+def same_rate_precision(trained_on: Mapping[str, Any], precision: str, spec: HardwareSpec) -> str | None:
     """The fp16 precision whose step a bf16 ``precision`` is predicted as on ``spec``, or None to predict it as is.
 
     Where the data sheet gives bf16 and fp16 one tensor rate (A100, H100, H200, L4, RTX 4090), the two steps run the
@@ -289,13 +303,13 @@ def same_rate_precision(trained_on: Mapping[str, Any], precision: str, spec) -> 
     return twin if counts.get(precision, 0) < THIN_ROWS <= counts.get(twin, 0) else None
 
 
-def unseen_op_types(graph, op_vocab: list[str], seen_ops: list[bool]) -> list[str]:
+def unseen_op_types(graph: OpGraph, op_vocab: list[str], seen_ops: list[bool]) -> list[str]:
     """The graph's op types whose vocabulary entry (``OTHER`` for types outside it) no train graph had."""
     seen = dict(zip(op_vocab, seen_ops))
     return sorted({n.op_type for n in graph.nodes if not seen.get(n.op_type, seen.get("OTHER", False))})
 
 
-def unlearned_workload(u, graph_features: list[str], standardize) -> list[str]:
+def unlearned_workload(u: torch.Tensor, graph_features: list[str], standardize: Standardize) -> list[str]:
     """Workload features of a query's graph-level vector ``u`` that never varied in training and differ here.
 
     Such a feature is standardised to 0 (:class:`~gnnperf.predictor.model.Standardize` ``standardize``, the
@@ -314,7 +328,14 @@ def unlearned_workload(u, graph_features: list[str], standardize) -> list[str]:
     ]
 
 
-def extrapolation(predictor, row: Mapping[str, Any], graph, spec, workload, u) -> dict[str, Any]:
+def extrapolation(
+    predictor: Predictor,
+    row: Mapping[str, Any],
+    graph: OpGraph,
+    spec: HardwareSpec,
+    workload: Workload,
+    u: torch.Tensor,
+) -> dict[str, Any]:
     """Every check above for one prediction row of ``predictor`` (each entry empty or false if nothing).
 
     Args:

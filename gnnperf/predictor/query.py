@@ -31,6 +31,11 @@ class Query:
     h2d: bool = False
     num_devices: int = 1
 
+    def __post_init__(self) -> None:
+        # a list or a numpy array from a Python caller becomes the tuple that keys the prediction's caches
+        if self.input_shape is not None:
+            object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))
+
     def workload(self, input_shape: Iterable[int]) -> Workload:
         """The query's workload at the model's resolved per-sample ``input_shape`` (every other field its own)."""
         from gnnperf.measure.workload import Workload

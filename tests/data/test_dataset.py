@@ -135,6 +135,8 @@ def test_graphs_are_read_one_at_a_time_from_the_processed_file(built) -> None:
         shape = tuple(int(d) for d in row.input_shape.split(","))
         built_graph = build_graph(row.model_ref, shape, cache=cache, cached_only=True)
         assert ds.graphs[k].to_dict() == built_graph.to_dict()
+        # each sample names its network, which splits group by
+        assert set(ds.samples.graph_digest[ds.samples.graph_idx == k]) == {built_graph.structure_digest()}
     assert ds.graphs[-1].to_dict() == ds.graphs[len(ds.graphs) - 1].to_dict()
     with pytest.raises(IndexError):
         ds.graphs[len(ds.graphs)]

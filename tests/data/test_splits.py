@@ -6,7 +6,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from gnnperf.data.splits import PARTS, SPLITS, load_split, make_split, register_split, save_split
+from gnnperf.data.splits import (
+    PARTS,
+    SPLITS,
+    load_split,
+    make_split,
+    model_groups,
+    register_split,
+    save_split,
+)
 from gnnperf.errors import GnnperfError
 
 FAMILIES = ["mlp", "resnet", "vgg", "vit"]
@@ -65,6 +73,68 @@ def test_holdout_model_keeps_each_model_on_one_side() -> None:
         models["train"] & models["test"] or models["train"] & models["val"] or models["val"] & models["test"]
     )
     assert len(models["test"]) == 4 and len(models["val"]) == 2
+
+
+def with_twins(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` with a ``graph_digest`` per (model, batch) and three references of other names for its networks:
+    an alias of a resnet in its own family, and a vit under the family ``deit`` (its rows share the digests)."""
+    df = df.assign(graph_digest=[f"g-{m}" for m in df["model_ref"]])
+    alias = df[df.model_ref == "zoo:resnet?width=1"].assign(model_ref="zoo:resnet_alias?width=1")
+    deit = df[df.model_ref == "zoo:vit?width=2"].assign(model_ref="zoo:deit_copy?width=2", family="deit")
+    # a third name of the same vit, which shares a digest with the deit only (through it, the group)
+    deit2 = deit.assign(model_ref="zoo:deit_copy_distilled?width=2")
+    out = pd.concat([df, alias, deit, deit2], ignore_index=True)
+    out["sample_id"] = [f"s{i:04d}" for i in range(len(out))]
+    return out
+
+
+def test_model_groups_join_references_that_export_the_same_network() -> None:
+    df = with_twins(table())
+    g = pd.Series(model_groups(df), index=df.model_ref)
+    assert g["zoo:resnet_alias?width=1"].iloc[0] == g["zoo:resnet?width=1"].iloc[0] == "zoo:resnet?width=1"
+    copies = {g["zoo:deit_copy?width=2"].iloc[0], g["zoo:deit_copy_distilled?width=2"].iloc[0]}
+    assert copies == {g["zoo:vit?width=2"].iloc[0]} == {"zoo:deit_copy?width=2"}
+    assert g["zoo:vit?width=3"].iloc[0] == "zoo:vit?width=3"
+    assert len(set(g)) == len(FAMILIES) * 4  # 19 references, 16 networks
+    # without digests (or with empty ones) every reference is its own group
+    assert set(model_groups(df.drop(columns="graph_digest"))) == set(df.model_ref)
+    assert set(model_groups(df.assign(graph_digest=""))) == set(df.model_ref)
+
+
+@pytest.mark.parametrize("fold", range(5))
+def test_holdout_model_keeps_the_names_of_one_network_on_one_side(fold: int) -> None:
+    df = with_twins(table())
+    split = make_split("holdout_model", df, seed=0, fold=fold, val_frac=0.2)
+    digests = {p: set(df.graph_digest.to_numpy()[split[p]]) for p in PARTS}
+    assert not (digests["train"] & digests["test"] or digests["train"] & digests["val"])
+    assert not digests["val"] & digests["test"]
+
+
+@pytest.mark.parametrize("val_by", ["model", "family"])
+def test_holdout_family_leaves_out_another_familys_copy_of_a_tested_network(val_by: str) -> None:
+    df = with_twins(table(families=[*FAMILIES, "deit"]))  # a deit of its own, beside the vit's twins
+    fams = sorted(set(df.family))  # deit, mlp, resnet, vgg, vit
+    fold = fams.index("vit")
+    split = make_split(
+        "holdout_family", df, seed=0, fold=fold, num_folds=len(fams), val_frac=0.25, val_by=val_by
+    )
+    assert groups(df, split, "family")["test"] == {"vit"}
+    placed = np.concatenate([split[p] for p in PARTS])
+    missing = set(range(len(df))) - set(placed)
+    assert set(df.model_ref.to_numpy()[list(missing)]) == {
+        "zoo:deit_copy?width=2",
+        "zoo:deit_copy_distilled?width=2",
+    }
+    assert {f"zoo:deit?width={m}" for m in range(4)} <= set(
+        df.model_ref.to_numpy()[placed]
+    )  # deit's others stay
+    # when deit is tested, the vit its copies are is in no part
+    split = make_split(
+        "holdout_family", df, seed=0, fold=fams.index("deit"), num_folds=len(fams), val_by=val_by
+    )
+    placed = np.concatenate([split[p] for p in PARTS])
+    missing = set(range(len(df))) - set(placed)
+    assert set(df.model_ref.to_numpy()[list(missing)]) == {"zoo:vit?width=2"}
 
 
 def test_holdout_family_folds_test_each_family_once() -> None:

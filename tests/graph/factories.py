@@ -1,5 +1,7 @@
 """Small models for tests, importable as ``tests.graph.factories:NAME`` references."""
 
+from collections import OrderedDict
+
 import torch
 from torch import nn
 
@@ -7,6 +9,19 @@ from torch import nn
 def tiny_cnn() -> nn.Module:
     return nn.Sequential(
         nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.LazyLinear(4)
+    )
+
+
+def tiny_cnn_named() -> nn.Module:
+    """:func:`tiny_cnn` with named layers: the same network under other parameter and node names."""
+    layers = {"stem": nn.Conv2d(3, 8, 3, padding=1), "norm": nn.BatchNorm2d(8), "act": nn.ReLU()}
+    return nn.Sequential(OrderedDict({**layers, "flat": nn.Flatten(), "head": nn.LazyLinear(4)}))
+
+
+def tiny_cnn_strided() -> nn.Module:
+    """:func:`tiny_cnn` with a stride-2 convolution: another network."""
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, stride=2, padding=1), nn.BatchNorm2d(8), nn.ReLU(), nn.Flatten(), nn.LazyLinear(4)
     )
 
 

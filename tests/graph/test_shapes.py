@@ -50,6 +50,20 @@ def test_large_shape_computation_values_are_typed_but_not_kept():
     assert inferred.static["big_shape"].tolist() == [3, width]  # shapes computed from it still are
 
 
+def test_the_shape_of_a_tensor_with_an_unknown_dim_is_not_a_zero():
+    count = shapes.MAX_STATIC_NUMEL + 1  # NonZero's output length is unknown until run time
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value=numpy_helper.from_array(np.ones(count, np.float32))),
+        helper.make_node("NonZero", ["c"], ["nz"]),
+        helper.make_node("Shape", ["nz"], ["nz_shape"]),
+        helper.make_node("ConstantOfShape", ["nz_shape"], ["filled"]),
+        helper.make_node("Relu", ["x"], ["y"]),
+    ]
+    inferred = shapes.infer_shapes(_relu_model_with(nodes), {"x": 0}, 3)
+    assert "nz_shape" not in inferred.static  # was [1, 0]: the unknown dim read as 0
+    assert inferred.shape("filled") is None or 0 not in inferred.shape("filled")
+
+
 def _branch_on_dim(dim: int) -> onnx.ModelProto:
     """y = Relu(x) if x.shape[dim] > 2 else Neg(x), the branch an ``If`` node whose condition comes from shapes."""
 

@@ -18,3 +18,13 @@ def test_a_sample_row_gives_the_query_of_its_own_step():
     )  # fmt: skip
     assert q.workload(q.input_shape).timed_label == "h2d+fwd+bwd"
     assert Query.from_sample(row, "a100-sxm4-40gb").hardware == "a100-sxm4-40gb"
+
+
+def test_an_input_shape_given_as_a_list_is_the_tuple_of_its_dims():
+    import numpy as np
+
+    listed = Query("timm:resnet18", "h200", 32, input_shape=[3, 224, 224])
+    assert listed == Query("timm:resnet18", "h200", 32, input_shape=np.array([3, 224, 224]))
+    assert listed.input_shape == (3, 224, 224) and hash(listed) == hash(
+        Query("timm:resnet18", "h200", 32, (3, 224, 224))
+    )
