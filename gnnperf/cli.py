@@ -61,6 +61,12 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `gnnperf predict ... --json | head -1`: the reader has what it wanted
+        import os
+
+        # Python flushes stdout again at exit, into the closed pipe: point it at /dev/null first
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -34,6 +34,8 @@ def number(value: Any, what: str, kind: type = int, minimum: float | None = None
         x = kind(value)
     except (TypeError, ValueError, OverflowError):
         raise GnnperfError(f"{what}: expected {noun}, got {value!r}") from None
+    if kind is int and isinstance(value, float) and x != value:  # int(2.5) would be 2
+        raise GnnperfError(f"{what}: expected {noun}, got {value!r}")
     if minimum is not None and not x >= minimum:  # `not >=`: a float nan is refused too
         raise GnnperfError(f"{what}: expected {noun} of at least {minimum:g}, got {value!r}")
     return x

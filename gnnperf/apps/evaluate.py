@@ -48,13 +48,21 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if len(dm.split["test"]) == 0:
         raise GnnperfError(f"the test part of split '{cfg.split.name}' is empty")
     trained_on = module.extras.get("trained_on", {})
-    seen = rows_trained_on(trained_on, list(cfg.data.stores), cfg.data.get("query"), dm)
+    seen = rows_trained_on(module.extras, list(cfg.data.stores), cfg.data.get("query"), dm)
+    n_test = len(dm.split["test"])
     if seen:
         split = trained_on["split"]
         print(
-            f"gnnperf-eval: warning: {seen} of {len(dm.split['test'])} test rows were training rows of this checkpoint "
+            f"gnnperf-eval: warning: {seen} of {n_test} test rows were training rows of this checkpoint "
             f"(trained on split {split['name']} fold {split['fold']}, seed {trained_on['seed']}): these scores are "
             "not held-out",
+            file=sys.stderr,
+        )
+    elif seen is None:
+        print(
+            f"gnnperf-eval: warning: cannot tell which of the {n_test} test rows this checkpoint trained on (it was "
+            f"trained on {trained_on.get('stores', 'unrecorded stores')} before checkpoints listed their training "
+            "rows): these scores may not be held-out",
             file=sys.stderr,
         )
     trainer = instantiate(cfg.trainer, logger=False, callbacks=[])
@@ -72,27 +80,37 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     return metrics
 
 
-def rows_trained_on(trained_on: dict[str, Any], stores: list[str], query: str | None, dm) -> int:
-    """How many of ``dm``'s test rows the checkpoint trained on: its recorded split redone on the same rows.
+def rows_trained_on(extras: dict[str, Any], stores: list[str], query: str | None, dm: Any) -> int | None:
+    """How many of ``dm``'s test rows the checkpoint trained on, or None where that cannot be told.
 
-    0 where that cannot be told (other stores or query, a checkpoint without the record, a split that does not apply).
+    Checkpoints since 2026-12-03 list their training rows' ``sample_id`` (``train_sample_ids``): counted whatever
+    the stores are called. For older ones the recorded split is redone, grouped by ``model_ref`` as it was then, on
+    the same stores (paths resolved) and query; otherwise None.
     """
     import numpy as np
 
     from gnnperf.data.splits import make_split
 
+    test_ids = dm.dataset.samples["sample_id"].to_numpy()[dm.split["test"]]
+    if "train_sample_ids" in extras:
+        return int(np.isin(test_ids, np.asarray(extras["train_sample_ids"], dtype=str)).sum())
+    trained_on = extras.get("trained_on", {})
     split = trained_on.get("split")
-    same_rows = sorted(map(str, trained_on.get("stores", []))) == sorted(map(str, stores))
-    if not split or not same_rows or trained_on.get("query") != query:
-        return 0
+
+    def paths(items: list[Any]) -> list[Path]:
+        return sorted(Path(str(s)).resolve() for s in items)
+
+    if not split or paths(trained_on.get("stores", [])) != paths(stores) or trained_on.get("query") != query:
+        return None
+    samples = dm.dataset.samples.drop(columns="graph_digest", errors="ignore")
     try:
         kwargs = split.get("kwargs") or {}
         train = make_split(
-            split["name"], dm.dataset.samples, trained_on["seed"], split["fold"], split["num_folds"], **kwargs
-        )["train"]
+            split["name"], samples, trained_on["seed"], split["fold"], split["num_folds"], **kwargs
+        )
     except (GnnperfError, KeyError, TypeError):
-        return 0
-    return int(len(np.intersect1d(train, dm.split["test"])))
+        return None
+    return int(len(np.intersect1d(train["train"], dm.split["test"])))
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="eval")

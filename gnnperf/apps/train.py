@@ -31,6 +31,13 @@ def check_before_fit(cfg: DictConfig) -> None:
         raise GnnperfError(f"interval: expected a coverage between 0 and 1, got {cfg.interval}")
     check_data_split(cfg)
     number(cfg.trainer.max_epochs, "trainer.max_epochs", minimum=1)  # 0 would save an untrained network
+    for key in ("hidden", "layers", "heads"):  # the network's own check runs after the data is processed
+        if cfg.model.get(key) is not None:
+            number(cfg.model[key], f"model.{key}", minimum=1)
+    for key in ("dropout", "device_dropout", "op_dropout"):
+        value = cfg.model.get(key)
+        if value is not None and not 0 <= number(value, f"model.{key}", float) < 1:
+            raise GnnperfError(f"model.{key}: expected a rate in [0, 1), got {value!r}")
     lr = (cfg.model.get("optimizer") or {}).get("lr")
     if lr is not None and not number(lr, "model.optimizer.lr", float) > 0:
         raise GnnperfError(f"model.optimizer.lr: expected a positive learning rate, got {lr!r}")
@@ -122,6 +129,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         },
         metrics={**val_metrics, **test_metrics},
         unseen_op_fallback=fallback.state_dict() if fallback is not None else None,
+        # gnnperf-eval counts the test rows a checkpoint trained on by these, whatever the stores are called
+        train_sample_ids=sorted(map(str, train_samples["sample_id"])),
     )
     save_predictor(model, cfg.checkpoint_out, **extras)
     log.info("predictor checkpoint: %s", cfg.checkpoint_out)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from gnnperf.data.schema import sample_from_measurement, sample_id
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, number
 from gnnperf.measure.workload import MeasureSettings, Workload
 
 log = logging.getLogger(__name__)
@@ -43,28 +43,33 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
     from gnnperf.zoo.registry import get_family
     from gnnperf.zoo.resolve import resolve
 
+    seed = number(zoo.get("seed", 0), "zoo.seed", minimum=0)
+    per_family = number(zoo.get("samples_per_family", 1), "zoo.samples_per_family", minimum=1)
     refs: list[tuple[str, list[int] | None]] = []
     for name in zoo.get("families") or []:
         family = get_family(name)
-        rng = np.random.default_rng([int(zoo.get("seed", 0)), zlib.crc32(name.encode())])
+        rng = np.random.default_rng([seed, zlib.crc32(name.encode())])
         fixed = dict((zoo.get("overrides") or {}).get(name, {}) or {})
         seen: set[str] = set()
-        for _ in range(int(zoo.get("samples_per_family", 1)) * 4):  # redraw duplicates, within reason
+        for _ in range(per_family * 4):  # redraw duplicates, within reason
             params = family.params({**family.sample(rng), **fixed})
             query = "&".join(f"{k}={_fmt(v)}" for k, v in sorted(params.items()))
             ref = resolve(f"zoo:{name}?{query}").ref
             if ref not in seen:
                 seen.add(ref)
                 refs.append((ref, None))
-            if len(seen) == int(zoo.get("samples_per_family", 1)):
+            if len(seen) == per_family:
                 break
     refs += [_named_model(entry) for entry in zoo.get("models") or []]
 
-    rng = np.random.default_rng(int(zoo.get("seed", 0)))
+    rng = np.random.default_rng(seed)
+    default_batches = [
+        number(b, "workload.batch_sizes", minimum=1) for b in workload.get("batch_sizes") or []
+    ]
     for ref, batch_sizes in refs:
         spec = resolve(ref)
         shape = spec.input_shape(None)
-        for batch in batch_sizes or workload["batch_sizes"]:
+        for batch in batch_sizes or default_batches:
             mode = workload.get("mode", "train")
             optimizer = (
                 str(rng.choice(list(workload.get("optimizers") or ["sgd"]))) if mode == "train" else "none"
@@ -73,7 +78,7 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
                 model_ref=spec.ref,
                 family=spec.family,
                 workload=Workload(
-                    batch_size=int(batch),
+                    batch_size=batch,
                     input_shape=tuple(shape),
                     mode=mode,
                     precision=str(rng.choice(list(workload.get("precisions") or ["fp32"]))),
@@ -94,7 +99,8 @@ def _named_model(entry: Any) -> tuple[str, list[int] | None]:
         if not unknown and (
             batches is None or (isinstance(batches, Sequence) and not isinstance(batches, str) and batches)
         ):
-            return entry["ref"], [int(b) for b in batches] if batches else None
+            sizes = [number(b, f"zoo.models batch_sizes of {entry['ref']}", minimum=1) for b in batches or []]
+            return entry["ref"], sizes or None
     raise GnnperfError(
         f"bad zoo.models entry {entry!r}: expected a model reference or {{ref: ..., batch_sizes: [...]}}"
     )

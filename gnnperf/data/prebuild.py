@@ -140,7 +140,12 @@ def iter_prebuild(
             exhausts memory takes the whole run down with it).
         build: the per-model job (a picklable top-level function; tests replace it).
     """
-    Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    try:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise GnnperfError(f"graph cache {cache_dir} is a file, not a directory") from None
+    except OSError as e:
+        raise GnnperfError(f"cannot create the graph cache {cache_dir}: {e.strerror}") from None
     jobs = [(ref, shape, str(cache_dir), int(limit_s)) for ref, shape in keys]
     if workers <= 0:
         yield from map(build, jobs)

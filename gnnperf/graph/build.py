@@ -7,6 +7,7 @@ import hashlib
 import json
 import logging
 import os
+import sys
 from pathlib import Path
 
 from gnnperf.errors import GnnperfError
@@ -123,8 +124,13 @@ def build_graph(
     source = _source_digest(spec)
     built_with = _built_with(spec)
     hit = cache.get(key) if cache is not None else None
-    # a graph cached before the file it was built from changed is stale (entries without a digest are kept)
-    if hit is not None and (source is None or hit.meta.get("source_sha256") in (None, source)):
+    # a graph cached before the file it was built from (or a module beside it) changed is stale (entries without a
+    # digest are kept)
+    fresh = hit is not None and (source is None or hit.meta.get("source_sha256") in (None, source))
+    if fresh and any(_file_digest(Path(f)) != d for f, d in hit.meta.get("local_sources", {}).items()):
+        log.info("a module %s imports changed since its graph was built: building it again", spec.ref)
+        fresh = False
+    if fresh:
         was = hit.meta.get("built_with")
         if was is None or was == built_with:  # entries from before versions were recorded are kept
             return hit
@@ -141,6 +147,9 @@ def build_graph(
     graph.meta["input_kind"] = spec.input_kind
     if source is not None:
         graph.meta["source_sha256"] = source
+    local = _local_sources(spec)
+    if local:
+        graph.meta["local_sources"] = local
     graph.meta["built_with"] = built_with
     if cache is not None:
         cache.put(key, graph)
@@ -220,6 +229,41 @@ def _built_with(spec: ModelSpec) -> dict[str, str]:
         except PackageNotFoundError:
             continue
     return out
+
+
+def _file_digest(path: Path) -> str | None:
+    try:
+        return hashlib.sha256(path.read_bytes()).hexdigest()[:16]
+    except OSError:  # gone: the graph is stale
+        return None
+
+
+def _local_sources(spec: ModelSpec) -> dict[str, str]:
+    """For ``path/to/file.py:factory``: the digests of the loaded modules in its folder (or below it) other than
+    the file itself, the helpers it imports as a script would; their change makes its cached graph stale.
+
+    Installed packages (``site-packages``, the Python installation) and gnnperf's own modules are left out, should
+    the folder hold them.
+    """
+    text = spec.ref.rpartition(":")[0]
+    if not text.endswith(".py"):
+        return {}
+    user_file = Path(text)
+    folder, own = user_file.parent, Path(__file__).resolve().parents[1]
+    out = {}
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if not name or not name.endswith(".py"):
+            continue
+        path = Path(name).resolve()
+        if path == user_file or not path.is_relative_to(folder) or path.is_relative_to(own):
+            continue
+        if {"site-packages", "dist-packages"} & set(path.parts) or path.is_relative_to(Path(sys.base_prefix)):
+            continue
+        digest = _file_digest(path)
+        if digest is not None:
+            out[str(path)] = digest
+    return dict(sorted(out.items()))
 
 
 def _source_digest(spec: ModelSpec) -> str | None:

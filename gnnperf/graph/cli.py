@@ -65,6 +65,8 @@ def run(args: argparse.Namespace) -> int:
         raise GnnperfError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.seq_len is not None and args.seq_len < 1:
         raise GnnperfError(f"--seq-len must be at least 1, got {args.seq_len}")
+    if args.top < 1:
+        raise GnnperfError(f"--top must be at least 1, got {args.top}")
     shape = (args.seq_len,) if args.seq_len else parse_input_shape(args.input_shape)
     graph = build_graph(
         args.model, shape, exporter=args.exporter, cache=None if args.no_cache else GraphCache()

@@ -214,6 +214,19 @@ def _entries(data: Any) -> list[Any]:
 
 
 def _read_user_file(path: Path) -> list[HardwareSpec]:
+    """The entries of one user spec file; an empty file, or one naming a device twice, is refused."""
+    specs = _read_user_entries(path)
+    if not specs:
+        raise GnnperfError(f"{path}: no hardware entries in it")
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.name in seen:
+            raise GnnperfError(f"{path}: device '{spec.name}' is given twice: keep one entry")
+        seen.add(spec.name)
+    return specs
+
+
+def _read_user_entries(path: Path) -> list[HardwareSpec]:
     if not path.is_file():
         raise GnnperfError(f"hardware file {path} not found")
     default_source = f"user spec file {path.name}"

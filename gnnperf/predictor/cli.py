@@ -87,8 +87,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs=3,
         action="append",
         metavar=("REF_MODEL", "REF_BATCH", "REF_MS"),
-        help="a reference model measured on this hardware with this workload (batch size, iteration ms); "
-        "the prediction is scaled by measured / predicted for it (repeatable: geometric mean)",
+        help="a reference model measured on this hardware with this workload (batch size, iteration ms; at the "
+        "--input-shape or --seq-len given if it takes the same kind of input, else at its default); the prediction "
+        "is scaled by measured / predicted for it (repeatable: geometric mean)",
     )
     parser.add_argument(
         "--measured-on",
@@ -166,7 +167,15 @@ def run(args: argparse.Namespace) -> int:
     if args.calibrate:
         predictor.calibrate(
             [
-                (replace(queries[0], model=ref, batch_size=batch, input_shape=None), ms)
+                (
+                    replace(
+                        queries[0],
+                        model=ref,
+                        batch_size=batch,
+                        input_shape=_reference_shape(ref, models, shape),
+                    ),
+                    ms,
+                )
                 for ref, batch, ms in _references(args)
             ],
             hardware_file=args.hardware_file,
@@ -240,6 +249,16 @@ def _hardware_names(text: str, hardware_file: str | None) -> list[str]:
 
 def _asks_every_gpu(text: str) -> bool:
     return any(t.strip().lower() == "all" for t in text.split(","))
+
+
+def _reference_shape(ref: str, models: list[str], shape: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """A ``--calibrate`` reference's input shape: the ``--input-shape``/``--seq-len`` given where it takes the
+    same kind of input as the model predicted (images, token ids, ...), else its own default."""
+    from gnnperf.zoo.resolve import resolve
+
+    if shape is None or resolve(ref).input_kind != resolve(models[0]).input_kind:
+        return None
+    return shape
 
 
 def _references(args: argparse.Namespace) -> list[tuple[str, int, float]]:

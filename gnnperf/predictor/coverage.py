@@ -217,7 +217,8 @@ def unseen_on_kind(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: 
         here = seen.get(kind, {}).get(name, [])
         elsewhere = {v for k, fields in seen.items() if k != kind for v in fields.get(name, [])}
         if value not in here and (value in elsewhere or value.startswith("h2d+")):
-            out.append(f"{name}={value} (a {kind} in training had only: {', '.join(here) or 'none'})")
+            had = f"a {kind} in training had only: {', '.join(here)}" if here else f"no {kind} in training"
+            out.append(f"{name}={value} ({had})")
     return out
 
 

@@ -160,8 +160,26 @@ def resolve(ref: str) -> ModelSpec:
     )
 
 
-def _timm(name: str) -> ModelSpec:
+def import_timm() -> Any:
+    """``import timm``, without the ``import wandb`` that ``timm.utils`` makes for its training script's logging.
+
+    With wandb installed (a dependency here) that import was 1.8 of the about 3 s `gnnperf predict` took to
+    start for a timm model. While timm loads, ``import wandb`` fails as if it were not installed, which timm
+    catches; an ``import wandb`` after it (the wandb logger) works as usual.
+    """
+    if "timm" not in sys.modules and "wandb" not in sys.modules:
+        sys.modules["wandb"] = None  # type: ignore[assignment]  # what `import` reads as "not installed"
+        try:
+            import timm  # noqa: F401
+        finally:
+            del sys.modules["wandb"]
     import timm
+
+    return timm
+
+
+def _timm(name: str) -> ModelSpec:
+    timm = import_timm()
     from timm.models import get_pretrained_cfg_value, is_model
     from timm.models._registry import get_deprecated_models
 
@@ -316,9 +334,12 @@ def _file_factory(ref: str) -> ModelSpec:
 def _factory_spec(ref: str, module: Any, module_name: str, attr: str) -> ModelSpec:
     """The spec of the callable ``attr`` of ``module`` (an ``nn.Module`` factory with no arguments)."""
     factory = getattr(module, attr, None)
-    if not callable(factory):
+    if not hasattr(module, attr):
+        raise GnnperfError(f"module '{module_name}' has no '{attr}'{suggest(attr, dir(module))}")
+    if not callable(factory) or isinstance(factory, nn.Module):
+        what = "an nn.Module instance" if isinstance(factory, nn.Module) else "not a callable"
         raise GnnperfError(
-            f"'{attr}' in module '{module_name}' is not a callable{suggest(attr, dir(module))}"
+            f"'{attr}' in module '{module_name}' is {what}: give a function that returns the nn.Module"
         )
 
     def build(_depth: int | None) -> nn.Module:

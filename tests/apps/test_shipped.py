@@ -356,6 +356,7 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
         ),
         (["--hardware", "t4", "--batch-size", "8", "--breakdown", "-3"], "--breakdown must be"),
         (["--hardware", "t4", "--batch-size", "8", "--seq-len", "0"], "--seq-len must be at least 1"),
+        (["--hardware", "t4", "--batch-size", "8", "--checkpoint", ""], "the checkpoint path is empty"),
         (
             ["--hardware", "cpu-i7-12700h", "--batch-size", "8", "--num-devices", "2"],
             "data-parallel devices are GPUs",
@@ -450,3 +451,15 @@ def test_aliases_of_one_device_are_one_row(capsys):
     argv = ["predict", "torchvision:resnet18", "--hardware", "P4,p4,Tesla P4", "--batch-size", "8", "--json"]
     assert main(argv) == 0
     assert [json.loads(line)["hardware"] for line in capsys.readouterr().out.splitlines()] == ["p4"]
+
+
+def test_a_reference_calibrates_at_the_input_size_given_when_it_takes_that_kind_of_input(capsys):
+    from gnnperf.cli import main
+
+    args = ["predict", "timm:resnet18", "--hardware", "t4", "--batch-size", "8", "--input-shape", "3,160,160"]
+    # the model timed at this very workload: the prediction is the measurement
+    assert main([*args, "--calibrate", "timm:resnet18", "8", "5.0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["iteration_time_ms"] == pytest.approx(5.0, rel=1e-4)
+    # a reference of another input kind (vectors) is predicted at its own default size, not at 3,160,160
+    assert main([*args, "--calibrate", "zoo:mlp?depth=2&width=32&in_features=16", "8", "5.0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["calibration_factor"] > 0

@@ -232,7 +232,7 @@ def test_workload_values_seen_only_on_gpus_are_named_on_a_cpu(trained):
     )
     assert gpu["unseen_on_device_kind"] == []
     assert cpu["unseen_on_device_kind"] == [
-        f"{name}={cpu[name]} (a cpu in training had only: none)"
+        f"{name}={cpu[name]} (no cpu in training)"
         for name in ("mode", "precision", "timed", "memory_format", "optimizer")
     ]
 
@@ -596,6 +596,26 @@ def test_evaluate_says_when_its_test_rows_were_training_rows(trained, store, tmp
     metrics = evaluate(c)  # trained on fold 0: most of fold 1's test models were in its training part
     assert metrics["test_rows_seen_in_training"] > 0
     assert "test rows were training rows of this checkpoint" in capsys.readouterr().err
+    # the same rows in a store of another name: counted by the sample ids the checkpoint lists
+    import shutil
+
+    import torch
+
+    copy = tmp_path / "elsewhere"
+    shutil.copytree(store, copy)
+    c = _resolve_hydra_paths(cfg("eval", copy, tmp_path, *overrides), tmp_path / "out_copy")
+    assert evaluate(c)["test_rows_seen_in_training"] == metrics["test_rows_seen_in_training"]
+    # a checkpoint from before they were listed, on another store: not known, and said so
+    old = torch.load(trained[0], weights_only=True)
+    old["gnnperf"].pop("train_sample_ids")
+    torch.save(old, tmp_path / "old.ckpt")
+    capsys.readouterr()
+    c = _resolve_hydra_paths(
+        cfg("eval", copy, tmp_path, f"checkpoint={tmp_path / 'old.ckpt'}", *overrides[1:]),
+        tmp_path / "out_old",
+    )
+    assert evaluate(c)["test_rows_seen_in_training"] is None
+    assert "cannot tell which of the" in capsys.readouterr().err
 
 
 def test_evaluate_refuses_lightnings_own_checkpoint(trained, store, tmp_path):
@@ -627,6 +647,10 @@ def test_evaluate_refuses_lightnings_own_checkpoint(trained, store, tmp_path):
         ("model.optimizer.lr=-0.01", "positive learning rate"),
         ("baselines=[nope]", "unknown baseline 'nope'"),
         ("data.batch_size=0", "data.batch_size: expected an integer of at least 1"),
+        ("model.hidden=abc", "model.hidden: expected an integer"),
+        ("model.layers=0", "model.layers: expected an integer of at least 1"),
+        ("model.dropout=abc", "model.dropout: expected a number"),
+        ("model.dropout=1.5", "model.dropout: expected a rate in [0, 1)"),
     ],
 )
 def test_bad_training_values_fail_before_anything_is_fitted(store, tmp_path, override, says, capsys):

@@ -48,6 +48,10 @@ def test_cli_reports_failures_and_exits_1(tmp_path, capsys):
     assert rc == 1 and len(rows) == 4 and [r["model_ref"] for r in rows if not r["ok"]] == [BROKEN]
     rc = main(["data", "graphs", str(store), "--cache", str(tmp_path / "g"), "--query", "mode == 'infer'"])
     assert rc == 0 and "graphs: 1 of 1" in capsys.readouterr().out
+    (tmp_path / "a_file").write_text("not a cache")
+    assert main(["data", "graphs", str(store), "--cache", str(tmp_path / "a_file")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"gnnperf data: error: graph cache {tmp_path / 'a_file'} is a file, not a directory"]
 
 
 @pytest.mark.parametrize("workers", [1, 2])

@@ -56,6 +56,7 @@ def test_graph_json(tmp_path):
         (["tests.graph.factories:not_a_module", "--input-shape", "3"], r"not a torch.nn.Module"),
         (["zoo:resnet?width=abc"], r"width"),
         (["timm:resnet18", "--batch-size", "0"], r"--batch-size"),
+        (["timm:resnet18", "--top", "-1"], r"--top must be at least 1"),
     ],
 )
 def test_bad_input_is_one_line_exit_2(args, pattern):

@@ -1,6 +1,8 @@
 """transformers configs (deep stacks by block repetition), ONNX files, the cache, the dynamo fallback."""
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -315,6 +317,32 @@ def test_a_factory_in_a_python_file_is_built_and_recached_when_the_file_changes(
     assert [n.op_type for n in build_graph("net.py:build", (16,), cache=cache).nodes] == ["Gemm", "Relu"]
 
 
+def test_a_factory_file_is_built_again_when_a_module_beside_it_changes(tmp_path):
+    """The helper changes between two processes (in one, Python keeps the module it imported first)."""
+    head = "from torch import nn\n\ndef head():\n    return nn.Linear(16, {})\n"
+    (tmp_path / "parts.py").write_text(head.format(4))
+    (tmp_path / "net.py").write_text("from parts import head\n\ndef build():\n    return head()\n")
+    run = [
+        sys.executable,
+        "-m",
+        "gnnperf.cli",
+        "graph",
+        f"{tmp_path / 'net.py'}:build",
+        "--input-shape",
+        "16",
+    ]
+    env = {**os.environ, "GNNPERF_CACHE": str(tmp_path / "cache")}
+
+    def params() -> float:
+        res = subprocess.run([*run, "--json"], capture_output=True, text=True, env=env, cwd=tmp_path)
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)["params"]
+
+    assert params() == 16 * 4 + 4
+    (tmp_path / "parts.py").write_text(head.format(8))
+    assert params() == 16 * 8 + 8
+
+
 @pytest.mark.parametrize(
     ("ref", "says"),
     [
@@ -322,13 +350,17 @@ def test_a_factory_in_a_python_file_is_built_and_recached_when_the_file_changes(
         ("raises.py:build", "cannot run .*raises.py for raises.py:build: ValueError: not a model file"),
         (
             "raises_not.py:biuld",
-            "'biuld' in module 'raises_not' is not a callable \\(did you mean: build\\?\\)",
+            "module 'raises_not' has no 'biuld' \\(did you mean: build\\?\\)",
         ),
+        ("raises_not.py:NET", "'NET' in module 'raises_not' is an nn.Module instance: give a function"),
+        ("raises_not.py:WIDTH", "'WIDTH' in module 'raises_not' is not a callable: give a function"),
     ],
 )
 def test_a_python_file_that_cannot_give_a_model_is_one_error(ref, says, tmp_path, monkeypatch):
     (tmp_path / "raises.py").write_text("raise ValueError('not a model file')\n")
-    (tmp_path / "raises_not.py").write_text("def build():\n    pass\n")
+    (tmp_path / "raises_not.py").write_text(
+        "from torch import nn\n\nNET = nn.Linear(2, 2)\nWIDTH = 3\n\ndef build():\n    pass\n"
+    )
     monkeypatch.chdir(tmp_path)
     with pytest.raises(GnnperfError, match=says):
         resolve(ref)

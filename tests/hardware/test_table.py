@@ -197,6 +197,13 @@ def test_user_files_from_env_json_and_csv(tmp_path, monkeypatch):
         ("bad.csv", "name,colour\ny,red\n", "unknown column"),
         ("bad.yaml", "- name: x\n  vendor: nvidia\n  speed: 9\n", "unknown column(s) speed"),
         ("bad.txt", "x", "must end in"),
+        ("empty.csv", "name,vendor,peak_fp32_tflops,memory_gb,mem_bandwidth_gbs\n", "no hardware entries"),
+        ("empty.json", "[]", "no hardware entries"),
+        (
+            "twice.csv",
+            "name,vendor,peak_fp32_tflops,memory_gb,mem_bandwidth_gbs\ny,amd,1,1,1\ny,amd,2,1,1\n",
+            "device 'y' is given twice",
+        ),
     ],
 )
 def test_malformed_user_file_names_file_and_row(tmp_path, name, text, where):
