@@ -84,6 +84,7 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
     store = SampleStore(out)
     have = store.existing_ids()
     new = [r for r in rows if r["sample_id"] not in have]
+    differing = _differing(store, [r for r in rows if r["sample_id"] in have])
     if new:
         store.write_shard(new)
     used = {r["hardware"] for r in rows}
@@ -94,9 +95,29 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
             f"{len(new)} new samples stored in {out}, but a hardware record could not be written: {e}"
         ) from None
     result.update(
-        written=len(new), already_stored=len(rows) - len(new), hardware_records=[str(p) for p in records]
+        written=len(new),
+        already_stored=len(rows) - len(new),
+        stored_differently=differing,
+        hardware_records=[str(p) for p in records],
     )
     return result
+
+
+# What a sample measured; a row of the same sample_id with other values is another measurement of it.
+MEASURED = ("iteration_time_ms", "time_p10_ms", "time_p90_ms", "n_iters")
+
+
+def _differing(store: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """``sample_id`` of the ``rows`` the store holds with other measured values (the store keeps its own)."""
+    import numpy as np
+    import pandas as pd
+
+    if not rows:
+        return []
+    new = pd.DataFrame(rows).set_index("sample_id")[list(MEASURED)].astype(float)
+    old = store.read().set_index("sample_id").loc[new.index, list(MEASURED)].astype(float)
+    differ = ~np.isclose(new.to_numpy(), old.to_numpy(), rtol=1e-6, equal_nan=True)
+    return sorted(map(str, new.index[differ.any(axis=1)]))
 
 
 def _check_writable(out: str) -> None:
@@ -120,6 +141,11 @@ def _print_import(result: dict[str, Any]) -> None:
     print(f"hardware: {hardware}")
     if result["written"] or result["already_stored"]:
         print(f"stored: {result['written']} new, {result['already_stored']} already in the store")
+    if result.get("stored_differently"):
+        print(
+            f"{len(result['stored_differently'])} of those are stored with other measured values (the store keeps "
+            "its own, e.g. from an earlier copy of the table): import into a new store to take these"
+        )
     for line in problems[:MAX_PROBLEM_LINES]:
         print(f"  {line}")
     if len(problems) > MAX_PROBLEM_LINES:

@@ -8,6 +8,7 @@ import os
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from gnnperf.data.cli import SOURCE_NAMES
@@ -194,6 +195,19 @@ def test_timm_cpu_import_writes_hardware_records_and_is_idempotent(tmp_path: Pat
     assert len(samples.shards()) == 1 and len(samples.read(dedup=False)) == 30
     assert set(samples.read()["hardware"]) == {"cpu-i7-12700h"}
     assert all(r["mode"] == "infer" and r["precision"] == "fp32" for r in samples.read().to_dict("records"))
+    # a corrected copy of the table: the rows stored with other times are named, and the store keeps its own
+    table = pd.read_csv(file)
+    table.loc[:4, "infer_step_time"] *= 2
+    table.loc[:4, "infer_samples_per_sec"] /= 2
+    edited = tmp_path / file.name
+    table.to_csv(edited, index=False)
+    before = samples.read()
+    assert main([*argv[:3], str(edited), *argv[4:]]) == 0
+    third = json.loads(capsys.readouterr().out)
+    assert (third["written"], third["already_stored"], len(third["stored_differently"])) == (0, 30, 5)
+    pd.testing.assert_frame_equal(samples.read(), before)
+    assert main([*argv[:3], str(edited), *argv[4:-1]]) == 0
+    assert "5 of those are stored with other measured values" in capsys.readouterr().out
 
 
 def test_cli_bad_path_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
