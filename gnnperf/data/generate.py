@@ -44,7 +44,7 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
     from gnnperf.zoo.resolve import resolve
 
     seed = number(zoo.get("seed", 0), "zoo.seed", minimum=0)
-    per_family = number(zoo.get("samples_per_family", 1), "zoo.samples_per_family", minimum=1)
+    per_family = number(zoo.get("samples_per_family", 1), "zoo.samples_per_family", minimum=0)
     refs: list[tuple[str, list[int] | None]] = []
     for name in zoo.get("families") or []:
         family = get_family(name)

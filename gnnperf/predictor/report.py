@@ -219,8 +219,9 @@ def print_comparison(rows: list[dict], fastest_first: bool = False) -> None:
         from_specs = not row["hardware_seen_in_training"] and "calibration_factor" not in row
         cells = [row["model"]] * (len(models) > 1) + [row["hardware"] + " *" * from_specs]
         cells += [str(row["batch_size"])] * (len(batches) > 1) + [str(row["num_devices"])] * (len(counts) > 1)
-        cells += [f"{row['iteration_time_ms']:.4g}", f"{lo:.4g}-{hi:.4g}"]
-        cells.append(f"{row['batch_size'] * row['num_devices'] / row['iteration_time_ms'] * 1000:,.0f}")
+        cells += [_ms(row["iteration_time_ms"]), f"{_ms(lo)}-{_ms(hi)}"]
+        rate = row["batch_size"] * row["num_devices"] / row["iteration_time_ms"] * 1000
+        cells.append(f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}")
         m = row["memory"]
         if memory:
             cells.append(f"{m['total_mb'] / 1024:.1f} {m['verdict']}" if m else "-")
@@ -262,6 +263,11 @@ def _calibrated(row: dict) -> str:
     """The calibration line; ``calibrated_on`` (the number of reference measurements) is set by the CLI."""
     on = f" on {row['calibrated_on']} measurement(s)" if "calibrated_on" in row else ""
     return f"calibrated{on}: x{row['calibration_factor']:.3f}"
+
+
+def _ms(value: float) -> str:
+    """Milliseconds to four significant digits, without an exponent (29,380 rather than 2.938e+04)."""
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
 
 def _time_unit(seconds: float) -> tuple[str, float]:

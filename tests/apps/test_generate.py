@@ -102,7 +102,7 @@ def test_unknown_family_and_unwritable_dir_are_user_errors(tmp_path):
         ("zoo.seed=abc", "zoo.seed: expected an integer"),
         ("zoo.samples_per_family=abc", "zoo.samples_per_family: expected an integer"),
         ("zoo.samples_per_family=2.5", "zoo.samples_per_family: expected an integer, got 2.5"),
-        ("zoo.samples_per_family=-3", "zoo.samples_per_family: expected an integer of at least 1"),
+        ("zoo.samples_per_family=-3", "zoo.samples_per_family: expected an integer of at least 0"),
         ("workload.batch_sizes=[2,abc]", "workload.batch_sizes: expected an integer"),
     ],
 )

@@ -324,7 +324,7 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
     text = capsys.readouterr().out
     listed = [line.split() for line in text.splitlines() if line.split() and line.split()[0] in gpus]
     assert sorted(cells[0] for cells in listed) == gpus  # every GPU of the table, one line each
-    ms = [float(cells[2] if cells[1] == "*" else cells[1]) for cells in listed]
+    ms = [float((cells[2] if cells[1] == "*" else cells[1]).replace(",", "")) for cells in listed]
     assert ms == sorted(ms)  # the fastest first
     assert "* no training rows: predicted from the data sheet" in text and "h100-sxm *" in text
     # 'all' in any case, beside other names (a trained-on CPU here), each device once

@@ -64,7 +64,7 @@ def test_measure_ref_in_process() -> None:
     [
         ("fail_build", "RuntimeError: cannot build this one"),
         ("not_a_module", "not a torch.nn.Module"),
-        ("no_such_factory", "not a callable"),
+        ("no_such_factory", "has no 'no_such_factory'"),
     ],
 )
 def test_measure_ref_build_failures_are_status_error(factory: str, match: str) -> None:
