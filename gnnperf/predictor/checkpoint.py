@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 
 from gnnperf.errors import GnnperfError
+from gnnperf.imports import import_pyg
 from gnnperf.predictor.model import PerfGNN, Stats
 
 if TYPE_CHECKING:
@@ -174,6 +175,7 @@ def load_model(path: str | Path) -> tuple[PerfGNN, dict[str, Any], dict[str, Any
     hparams = dict(ckpt["hyper_parameters"])
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     check_compatible(hparams, ckpt.get("gnnperf"))
+    import_pyg()  # the network's first torch_geometric import on the predict path: without transformers
     model = build_model(hparams)
     model.load_state_dict(state)
     return model.eval(), hparams, dict(ckpt.get("gnnperf", {}))

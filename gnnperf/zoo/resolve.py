@@ -160,25 +160,9 @@ def resolve(ref: str) -> ModelSpec:
     )
 
 
-def import_timm() -> Any:
-    """``import timm``, without the ``import wandb`` that ``timm.utils`` makes for its training script's logging.
-
-    With wandb installed (a dependency here) that import was 1.8 of the about 3 s `gnnperf predict` took to
-    start for a timm model. While timm loads, ``import wandb`` fails as if it were not installed, which timm
-    catches; an ``import wandb`` after it (the wandb logger) works as usual.
-    """
-    if "timm" not in sys.modules and "wandb" not in sys.modules:
-        sys.modules["wandb"] = None  # type: ignore[assignment]  # what `import` reads as "not installed"
-        try:
-            import timm  # noqa: F401
-        finally:
-            del sys.modules["wandb"]
-    import timm
-
-    return timm
-
-
 def _timm(name: str) -> ModelSpec:
+    from gnnperf.imports import import_timm
+
     timm = import_timm()
     from timm.models import get_pretrained_cfg_value, is_model
     from timm.models._registry import get_deprecated_models
