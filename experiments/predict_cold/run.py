@@ -29,6 +29,12 @@ IMPORTS = {
     "torch + timm": "import torch, timm",
     "torch + torch_geometric": "import torch, torch_geometric",
     "gnnperf predict's imports": "import torch, timm, torch_geometric, onnx, torch.onnx",
+    # as gnnperf imports them since 2026-12-03: without timm's wandb and torch_geometric's transformers imports
+    "torch + timm, gnnperf.imports": "import torch; from gnnperf.imports import import_timm; import_timm()",
+    "torch + torch_geometric, gnnperf.imports": "import torch; from gnnperf.imports import import_pyg; import_pyg()",
+    "gnnperf predict's imports, gnnperf.imports": (
+        "import torch, onnx, torch.onnx; from gnnperf.imports import import_pyg, import_timm; import_timm(); import_pyg()"
+    ),
 }
 
 
