@@ -65,8 +65,6 @@ class Predictor:
         from gnnperf.errors import GnnperfError
         from gnnperf.predictor.checkpoint import load_model
 
-        if path is not None and not str(path).strip():  # `--checkpoint ""`: a typo, not "the default"
-            raise GnnperfError("the checkpoint path is empty: give a file, or leave it out for the default")
         path = path or os.environ.get(DEFAULT_CHECKPOINT_ENV)
         if not path and SHIPPED_CHECKPOINT.exists():
             path = SHIPPED_CHECKPOINT

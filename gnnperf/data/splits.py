@@ -12,10 +12,10 @@ row. Splits depend only on the table's content and the seed (groups are sorted b
 | ``holdout_hardware`` | device ``fold`` of the sorted device list | ``val_frac`` of the models, on the other devices |
 | ``holdout_column`` | rows whose ``column`` is one of ``values`` (``source``: train on CNN tables, test on transformers) | ``val_frac`` of the other models |
 
-A "model" here is a group of references (:func:`model_groups`): those whose graphs are the same network (the
-``graph_digest`` of the processed samples) form one, so that a deprecated timm alias (``ssl_resnet50``), a DeiT
-that is a ViT, or torchvision's ResNet-50 beside timm's never sits in train while its twin is tested. Without a
-``graph_digest`` column each ``model_ref`` is its own group. ``holdout_family`` leaves out of every part the rows
+A "model" here is a group of references (:func:`gnnperf.data.groups.model_groups`): those whose graphs are the
+same network (the ``graph_digest`` of the processed samples) form one, so that a deprecated timm alias
+(``ssl_resnet50``), a DeiT that is a ViT, or torchvision's ResNet-50 beside timm's never sits in train while its
+twin is tested. Without a ``graph_digest`` column each ``model_ref`` is its own group. ``holdout_family`` leaves out of every part the rows
 of other families that are the same network as a tested one (``left_out``).
 """
 
@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from gnnperf.data.groups import model_groups
 from gnnperf.data.store import select_samples
 from gnnperf.errors import GnnperfError, suggest
 
@@ -83,39 +84,10 @@ def _rows(samples: pd.DataFrame, column: str, values: np.ndarray) -> np.ndarray:
     return np.flatnonzero(samples[column].isin(list(values)).to_numpy())
 
 
-def model_groups(samples: pd.DataFrame) -> np.ndarray:
-    """Per row, its model group: the first (sorted) ``model_ref`` of the references that share a network.
-
-    Two references are in one group when a ``graph_digest`` of one is a ``graph_digest`` of the other, directly
-    or through a third (``timm:convnext_base`` at 384 is ``convnext_base_384_in22ft1k``, at 224
-    ``convnext_base_in22ft1k``). Rows without a digest (the column absent or empty) group by ``model_ref``.
-    """
-    refs = samples["model_ref"].astype(str).to_numpy()
-    if "graph_digest" not in samples.columns:
-        return refs
-    parent = {r: r for r in np.unique(refs)}
-
-    def root(r: str) -> str:
-        while parent[r] != r:
-            parent[r] = parent[parent[r]]
-            r = parent[r]
-        return r
-
-    first_of: dict[str, str] = {}
-    for ref, digest in sorted(set(zip(refs, samples["graph_digest"].astype(str)))):
-        if not digest:
-            continue
-        other = first_of.setdefault(digest, ref)
-        a, b = root(ref), root(other)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    return np.asarray([root(r) for r in refs])
-
-
 def _group_split(
     groups: np.ndarray, rows: np.ndarray, val_frac: float, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(train, val) of ``rows``, grouped by ``groups`` (:func:`model_groups`)."""
+    """(train, val) of ``rows``, grouped by ``groups`` (per row, as :func:`model_groups` gives them)."""
     val_groups, _ = _take_val(np.unique(groups[rows]), val_frac, rng)
     mask = np.isin(groups[rows], val_groups)
     return rows[~mask], rows[mask]

@@ -144,6 +144,10 @@ def run(args: argparse.Namespace) -> int:
             "--input-shape is empty: give the per-sample shape, such as 3,224,224, or leave it out"
         )
     shape = (args.seq_len,) if args.seq_len is not None else parse_input_shape(args.input_shape)
+    if (
+        args.checkpoint is not None and not args.checkpoint.strip()
+    ):  # `--checkpoint ""`: a typo, not "the default"
+        raise GnnperfError("--checkpoint is empty: give a file, or leave it out for the default")
     predictor = Predictor.from_checkpoint(args.checkpoint)
     queries = [
         Query(

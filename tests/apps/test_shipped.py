@@ -356,7 +356,7 @@ def test_one_command_compares_devices_and_batch_sizes(capsys):
         ),
         (["--hardware", "t4", "--batch-size", "8", "--breakdown", "-3"], "--breakdown must be"),
         (["--hardware", "t4", "--batch-size", "8", "--seq-len", "0"], "--seq-len must be at least 1"),
-        (["--hardware", "t4", "--batch-size", "8", "--checkpoint", ""], "the checkpoint path is empty"),
+        (["--hardware", "t4", "--batch-size", "8", "--checkpoint", ""], "--checkpoint is empty"),
         (
             ["--hardware", "cpu-i7-12700h", "--batch-size", "8", "--num-devices", "2"],
             "data-parallel devices are GPUs",

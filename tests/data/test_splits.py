@@ -6,12 +6,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from gnnperf.data.groups import model_groups
 from gnnperf.data.splits import (
     PARTS,
     SPLITS,
     load_split,
     make_split,
-    model_groups,
     register_split,
     save_split,
 )
