@@ -33,20 +33,24 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
     if not plan:
         raise GnnperfError("the plan is empty: give zoo.families or zoo.models and workload.batch_sizes")
     check_supported(plan[0].workload, settings)
+    extra = cfg.hardware.get("file")
+    named = (
+        None if cfg.hardware.name == "probe" else get_spec(cfg.hardware.name, extra)
+    )  # a typo fails a dry run too
+    if named is not None:
+        check_named_device(named, settings.device)
     if cfg.dry_run:  # before the store: a dry run writes nothing
         for p in plan:
             print(p.model_ref, p.workload.batch_size, p.workload.optimizer, p.workload.precision)
         return {"planned": len(plan)}
     store = SampleStore(cfg.out_dir)  # an unwritable directory fails here, before any measurement
-    extra = cfg.hardware.get("file")
-    if cfg.hardware.name == "probe":
+    if named is None:
         spec = probe(device=settings.device, threads=settings.threads, extra=extra)
         save_hardware_record(
             store.root, spec
         )  # probed devices are in no table: keep the record with the data
     else:
-        spec = get_spec(cfg.hardware.name, extra)
-        check_named_device(spec, settings.device)
+        spec = named
     hardware = spec.name
     counts = run_plan(
         plan,

@@ -90,6 +90,11 @@ def test_unknown_family_and_unwritable_dir_are_user_errors(tmp_path):
         generate(cfg(*FAST, f"out_dir={blocker}/sub"))
 
 
+def test_an_unknown_hardware_name_fails_a_dry_run_too():
+    with pytest.raises(GnnperfError, match="unknown hardware 'nonexistent-gpu'"):
+        generate(cfg(*FAST, "dry_run=true", "hardware.name=nonexistent-gpu"))
+
+
 @pytest.mark.parametrize(
     "override, says",
     [
