@@ -34,9 +34,8 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
         raise GnnperfError("the plan is empty: give zoo.families or zoo.models and workload.batch_sizes")
     check_supported(plan[0].workload, settings)
     extra = cfg.hardware.get("file")
-    named = (
-        None if cfg.hardware.name == "probe" else get_spec(cfg.hardware.name, extra)
-    )  # a typo fails a dry run too
+    # the named device is looked up before a dry run, so that a typo fails it too
+    named = None if cfg.hardware.name == "probe" else get_spec(cfg.hardware.name, extra)
     if named is not None:
         check_named_device(named, settings.device)
     if cfg.dry_run:  # before the store: a dry run writes nothing
