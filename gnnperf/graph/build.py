@@ -28,6 +28,8 @@ log = logging.getLogger(__name__)
 # Bump when the same hf config builds another graph (2: torch_dtype ignored, tied weights counted once by the dynamo
 # exporter): its cached graphs are built again, and only those (IR_VERSION would re-export every graph).
 HF_READ_VERSION = 2
+# The same for graphs read from ONNX files (2: integer initializers are not trainable parameters).
+ONNX_READ_VERSION = 2
 SHALLOW_ABOVE = 4  # stacks deeper than this are exported with two blocks and repeated (see .repeat)
 
 
@@ -119,7 +121,7 @@ def build_graph(
             raise GnnperfError(f"{spec.ref} has no default input shape; give one (--input-shape 3,224,224)")
     ident = spec.ref
     if spec.onnx_path is not None:  # the same path may hold another graph tomorrow
-        ident += "#" + hashlib.sha256(spec.onnx_path.read_bytes()).hexdigest()[:16]
+        ident += "#" + hashlib.sha256(spec.onnx_path.read_bytes()).hexdigest()[:16] + f"-r{ONNX_READ_VERSION}"
     key = GraphCache.key(ident, shape, exporter) + ("-shallow" if use_shallow else "") + f"-b{export_batch}"
     source = _source_digest(spec)
     built_with = _built_with(spec)

@@ -47,6 +47,7 @@ DTYPE_NAMES = {
     onnx.TensorProto.UINT8: "uint8",
     onnx.TensorProto.BOOL: "bool",
 }
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2, "float64": 8, "int64": 8, "int32": 4, "int8": 1}
 DTYPE_BYTES.update({"uint8": 1, "bool": 1})
 
@@ -256,10 +257,12 @@ def build_ir(
         shape = base.shape(name)
         if shape is None:
             raise GnnperfError(f"{model_ref}: parameter '{name}' has no static shape")
-        is_trainable = (
+        dtype = DTYPE_NAMES.get(base.dtype(name), "float32")
+        # only floating tensors take gradients (an ONNX file's int64 shape constants are initializers too)
+        is_trainable = dtype in FLOAT_DTYPES and (
             name in trainable if trainable is not None else not any(b in name for b in BUFFER_HINTS)
         )
-        params[name] = Param(list(shape), DTYPE_NAMES.get(base.dtype(name), "float32"), is_trainable)
+        params[name] = Param(list(shape), dtype, is_trainable)
 
     data = set(model_inputs)  # values derived from a model input
     origin: dict[str, set[str]] = {p: {p} for p in param_names}  # param-derived value -> its parameters

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import onnx
 import pytest
 import torch
@@ -118,6 +119,29 @@ def test_onnx_file_reference(tmp_path):
     assert list(build_graph(str(path), (3, 8, 8)).input_shape) == [3, 8, 8]  # its own shape, given: fine
     with pytest.raises(GnnperfError, match="exported at input shape 3,8,8 and is priced as exported"):
         build_graph(str(path), (3, 64, 64))  # its ops' shapes were fixed at export
+
+
+def test_onnx_file_integer_initializers_are_not_parameters(tmp_path):
+    """An ONNX file's integer constants (a Reshape's target shape) are initializers, not trainable weights."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    weight = numpy_helper.from_array(np.ones((12, 5), dtype=np.float32), "fc.weight")
+    target = numpy_helper.from_array(np.array([-1, 12], dtype=np.int64), "flat_shape")
+    graph = helper.make_graph(
+        [
+            helper.make_node("Reshape", ["x", "flat_shape"], ["flat"]),
+            helper.make_node("MatMul", ["flat", "fc.weight"], ["y"]),
+        ],
+        "net",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 5])],
+        [weight, target],
+    )
+    path = tmp_path / "reshape.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    g = build_graph(str(path))
+    assert g.param_count() == 60
+    assert g.param_count(trainable_only=False) == 62
 
 
 def test_onnx_file_with_symbolic_dims_takes_the_given_shape(tmp_path):
