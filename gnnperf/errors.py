@@ -20,6 +20,11 @@ class GnnperfError(Exception):
     """An error caused by user input; reported as one line, exit code 2."""
 
 
+class GnnperfWarning(UserWarning):
+    """Something skipped or dropped on the way (an unreadable shard, samples without a graph); the entry points
+    print it as one ``warning:`` line, without the source line Python's default format adds."""
+
+
 def suggest(name: str, choices: Iterable[str], n: int = 3) -> str:
     """Return ' (did you mean: a, b?)' for close matches of ``name``, or ''."""
     close = difflib.get_close_matches(name, list(choices), n=n, cutoff=0.6)
@@ -53,16 +58,27 @@ def run_script(main: Callable[[], object]) -> None:
 def quiet_library_warnings() -> None:
     """Hide the libraries' deprecation chatter (torch.jit, Lightning, timm) from an entry point's output.
 
-    Lightning's advertisement for its cloud logger (an INFO line on every fit) is dropped always; the warnings are
-    left alone when the user asked for them (``python -W ...`` or ``PYTHONWARNINGS``).
+    Lightning's advertisement for its cloud logger (an INFO line on every fit) is dropped always, and gnnperf's own
+    warnings print as one line; the libraries' warnings are left alone when the user asked for them (``python -W
+    ...`` or ``PYTHONWARNINGS``).
     """
     logging.getLogger("pytorch_lightning.utilities.rank_zero").addFilter(_no_lightning_tip)
+    warnings.formatwarning = _format_warning
     if sys.warnoptions:
         return
     # transformers logs through its own handler (config checks of a random-weight build); read at its first log
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=DeprecationWarning)
+
+
+_DEFAULT_FORMAT = warnings.formatwarning
+
+
+def _format_warning(message, category, filename, lineno, line=None) -> str:  # noqa: ANN001 (warnings' signature)
+    if issubclass(category, GnnperfWarning):
+        return f"warning: {message}\n"
+    return _DEFAULT_FORMAT(message, category, filename, lineno, line)
 
 
 def _no_lightning_tip(record: logging.LogRecord) -> bool:

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from gnnperf.data.store import SampleStore, select_samples
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, GnnperfWarning
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.features import FEATURE_VERSION
 from gnnperf.graph.ir import OpGraph
@@ -141,7 +141,9 @@ def process_samples(
     if dropped:
         reasons = ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
         warnings.warn(
-            f"PerfDataset dropped {sum(dropped.values())} of {total} samples ({reasons})", stacklevel=3
+            f"PerfDataset dropped {sum(dropped.values())} of {total} samples ({reasons})",
+            GnnperfWarning,
+            stacklevel=3,
         )
     if samples.empty:
         raise GnnperfError(f"no usable {status} samples in {', '.join(map(str, stores))}")

@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from gnnperf.data.schema import COLUMNS, SCHEMA, make_sample
-from gnnperf.errors import GnnperfError
+from gnnperf.errors import GnnperfError, GnnperfWarning
 
 SHARD_GLOB = "shard-*.parquet"
 TMP_SUFFIX = ".tmp"
@@ -175,7 +175,7 @@ class SampleStore:
                 continue  # removed by a concurrent compact()
             except (OSError, pa.ArrowException) as e:
                 message = f"skipping unreadable sample shard {path}: {e}"
-                warnings.warn(message, stacklevel=3)
+                warnings.warn(message, GnnperfWarning, stacklevel=3)
                 continue
             tables.append(table)
             if readable is not None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pyarrow.parquet as pq
 import pytest
@@ -127,6 +129,18 @@ def test_corrupt_shard_is_skipped_with_warning(tmp_path) -> None:
     messages = " ".join(str(w.message) for w in record)
     assert bad.name in messages and truncated.name in messages and good.name not in messages
     assert len(df) == 1
+
+
+def test_cli_prints_a_skipped_shard_as_one_warning_line(tmp_path) -> None:
+    store = SampleStore(tmp_path)
+    store.write_shard([ok_row()])
+    (tmp_path / "shard-00000000T000000000000Z-1-deadbeef.parquet").write_bytes(b"not parquet")
+    code = f"from gnnperf.cli import main; raise SystemExit(main(['data', 'summary', {str(tmp_path)!r}]))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stderr.splitlines() if "shard" in line]
+    assert len(lines) == 1 and lines[0].startswith("warning: skipping unreadable sample shard"), done.stderr
+    assert "UserWarning" not in done.stderr
 
 
 def test_leftover_tmp_is_ignored_and_cleaned_up(tmp_path) -> None:
