@@ -174,23 +174,20 @@ NOTES = {
 }
 
 
-def print_comparison(rows: list[dict], fastest_first: bool = False) -> None:
-    """One table row per (model, device, batch size); with ``fastest_first`` the fastest first per model and batch."""
+def fastest_first(rows: list[dict]) -> list[dict]:
+    """The rows fastest first within each (model, batch size, device count), models in the order asked."""
+    models = list(dict.fromkeys(r["model"] for r in rows))
+    key = lambda r: (models.index(r["model"]), r["batch_size"], r["num_devices"], r["iteration_time_ms"])  # noqa: E731
+    return sorted(rows, key=key)
+
+
+def print_comparison(rows: list[dict]) -> None:
+    """One table row per (model, device, batch size), in the order given."""
     from rich import box
     from rich.console import Console
     from rich.table import Column, Table
 
     models = list(dict.fromkeys(r["model"] for r in rows))
-    if fastest_first:
-        rows = sorted(
-            rows,
-            key=lambda r: (
-                models.index(r["model"]),
-                r["batch_size"],
-                r["num_devices"],
-                r["iteration_time_ms"],
-            ),
-        )
     first, batches, counts = rows[0], {r["batch_size"] for r in rows}, {r["num_devices"] for r in rows}
     devices = (
         f" per device x {first['num_devices']} devices"
