@@ -5,16 +5,13 @@ hyper-parameters hold the feature lists, ``FEATURE_VERSION``, the hardware table
 its state holds the train-split normalisation statistics) plus a ``gnnperf`` entry written by
 :func:`~gnnperf.predictor.checkpoint.save_predictor`: the split-conformal interval (quantiles of
 log(measured / predicted) on the validation part), what it was trained on, its metrics and, from checkpoints
-trained with one, the unseen-op fallback
-(:mod:`gnnperf.predictor.fallback`: graphs with op types absent from training lean on a FLOPs-proportional
-estimate; each prediction lists such op types). Nothing else is needed to predict.
+trained with one, the unseen-op fallback (:mod:`gnnperf.predictor.fallback`: graphs with op types absent from
+training lean on a FLOPs-proportional estimate; each prediction lists such op types).
 
-:meth:`Predictor.calibrate` takes a few measured iteration times on a device and scales that device's later
-predictions by them: on the torchvision GPU benchmark most of the error for an unseen GPU is one scale per
-device (``experiments/torchvision_lodo``, one ResNet-50 measurement: 15-17% on three GPUs of four, 23-40% from
-specs alone); where predictions are already centred on a device, one reference adds its own error
-(``experiments/timm_infer_lodo``: 14.1% -> 15.8%). :meth:`Predictor.transfer` starts instead from the same
-model timed on another device and scales that time by the predicted ratio between the two devices.
+:meth:`Predictor.calibrate` scales a device's later predictions by a few measured iteration times there (an
+unseen GPU's error is mostly one scale: ``experiments/torchvision_lodo``); where predictions are already centred
+on a device, one reference adds its own error (``experiments/timm_infer_lodo``: 14.1% -> 15.8%).
+:meth:`Predictor.transfer` scales the same model's time on another device by the predicted ratio of the two.
 """
 
 from __future__ import annotations
@@ -155,15 +152,15 @@ class Predictor:
         Habitat's question (Yu et al., ATC 2021): the model ran on a device the user has (``measured_on``,
         ``measured_ms``); the prediction is that time times the checkpoint's predicted ratio between the two
         devices, so the network's error for this model, common to both devices, cancels and the error of the
-        device ratio stays. On held-out devices: timm inference, RTX 3090 from the RTX 4090, 8.6% -> 6.8% MAPE
-        (``experiments/timm_infer_lodo``); the torchvision benchmark, each GPU with other software, 31.9% ->
-        29.7% (``experiments/torchvision_lodo``). The row carries ``measured_on`` and ``transfer_factor``
-        (measured / predicted there); its interval is scaled alike (its coverage was measured without).
+        device ratio stays (held-out RTX 3090 from the RTX 4090: 8.6% -> 6.8% MAPE, ``experiments/timm_infer_lodo``).
+        The row carries ``measured_on`` (with the prediction there and its extrapolation ``flags``) and
+        ``transfer_factor`` (measured / predicted there); the interval is scaled alike (its coverage measured without).
 
         Raises:
             GnnperfError: ``measured_ms`` is not a positive number.
         """
         from gnnperf.errors import GnnperfError
+        from gnnperf.predictor.report import NOTES
 
         if not _positive_ms(measured_ms):
             raise GnnperfError(f"a measured time must be a positive number of ms, got {measured_ms!r}")
@@ -184,6 +181,9 @@ class Predictor:
             "hardware": there["hardware"],
             "ms": float(measured_ms),
             "predicted_ms": there["iteration_time_ms"],
+            "flags": {
+                k: there[k] for k in NOTES if there.get(k)
+            },  # what the factor's denominator extrapolated
         }
         row["transfer_factor"] = factor
         return row

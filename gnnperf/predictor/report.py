@@ -121,6 +121,9 @@ def print_row(row: dict) -> None:
             f"  from {ref['ms']:.2f} ms measured on {ref['hardware']} (predicted there {ref['predicted_ms']:.2f} ms): "
             f"x{row['transfer_factor']:.3f}"
         )
+        if ref.get("flags"):  # the factor divides by that prediction: its extrapolations are this row's too
+            notes = ", ".join(NOTES[k][0] for k in ref["flags"])
+            print(f"  the prediction on {ref['hardware']} extrapolated: {notes} (--json says which)")
     for op in row.get("breakdown", []):
         print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
     if "breakdown_all_ops_ms" in row:

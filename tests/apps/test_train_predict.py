@@ -458,11 +458,14 @@ def test_transfer_scales_the_target_by_the_measured_over_predicted_ratio_on_the_
     assert row["iteration_time_ms"] == pytest.approx(2.0 * target["iteration_time_ms"], rel=1e-4)
     assert row["interval_ms"][0] == pytest.approx(2.0 * target["interval_ms"][0], rel=1e-4)
     assert row["breakdown"][0]["ms"] == pytest.approx(2.0 * target["breakdown"][0]["ms"], rel=1e-4)
-    assert row["measured_on"] == {
-        "hardware": "t4",
-        "ms": measured,
-        "predicted_ms": there["iteration_time_ms"],
-    }
+    flags = row["measured_on"].pop("flags")
+    assert row["measured_on"] == {"hardware": "t4", "ms": measured, "predicted_ms": there["iteration_time_ms"]}
+    # the factor divides by the prediction on the reference: what that one extrapolated is named with it (the T4's
+    # data sheet is below the training GPUs'; the device count was never learned)
+    assert flags["hardware_outside_training_range"] == there["hardware_outside_training_range"] != []
+    assert "unlearned_workload" not in flags
+    two = predictor.transfer(replace(query, num_devices=2), "t4", measured)
+    assert two["measured_on"]["flags"]["unlearned_workload"] == ["log2_devices"]
     same = predictor.transfer(Query(query.model, "t4", 4), "t4", 7.5)  # measured on the device asked about
     assert same["iteration_time_ms"] == pytest.approx(7.5, rel=1e-6)
     later = predictor.predict(query)[0]  # nothing is kept for later predictions
