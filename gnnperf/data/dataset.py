@@ -4,9 +4,9 @@
 (model_ref, input_shape) graph once and writes to ``<root>/processed/``: ``graphs.jsonl.gz`` (the OpGraphs, read
 one at a time when needed: :class:`~gnnperf.data.processing.GraphFile`),
 ``samples.parquet`` (the sample table with ``graph_idx``, ``graph_digest`` and ``hw_id``), ``devices.json`` (device names and
-their specs) and, last, ``meta.json`` (the feature version, a fingerprint of the stores' shards and the graphs'
-byte offsets). A
-``meta.json`` from another ``FEATURE_VERSION``, hardware table or set of shards makes the next construction
+their specs) and, last, ``meta.json`` (the feature version, a fingerprint of the stores' shards, the graphs'
+byte offsets and the graph cache files they came from). A ``meta.json`` from another ``FEATURE_VERSION``,
+hardware table or set of shards, or one whose cache files were rewritten since, makes the next construction
 reprocess.
 
 ``get(i)`` substitutes the sample's batch size into its graph. The substituted tensors are cached per (graph,
@@ -35,10 +35,10 @@ from filelock import FileLock
 from torch_geometric.data import Data, Dataset
 
 from gnnperf.data.aggregate import aggregate_features
-from gnnperf.data.processing import GRAPHS_FILE, GraphFile, process_samples, workload_from_row
+from gnnperf.data.processing import GRAPHS_FILE, GraphFile, file_signature, process_samples, workload_from_row
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.build import GraphCache
+from gnnperf.graph.build import GraphCache, library_versions
 from gnnperf.graph.cost import graph_costs
 from gnnperf.graph.features import FEATURE_VERSION, graph_vector, node_edge_data
 from gnnperf.graph.ir import OpGraph
@@ -214,6 +214,8 @@ class PerfDataset(Dataset):
         if not self.build_graphs:  # what the cache holds decides which samples stay: a new graph is new data
             roots = [self.graph_cache.root] if self.graph_cache else [s / "graphs" for s in self.stores]
             parts.append([sorted(p.name for p in Path(r).glob("*.json.gz")) for r in roots])
+        else:  # graphs cached under other library versions are built again on processing (graph.build)
+            parts.append(library_versions())
         parts.append(os.environ.get(ENV_VAR, ""))
         for store in self.stores:
             files = SampleStore(store, readonly=True).shards() + sorted((store / "hardware").glob("*.json"))
@@ -231,7 +233,14 @@ class PerfDataset(Dataset):
             log.info("processed dataset has feature version %s, not %s: reprocessing",
                      meta.get("feature_version"), FEATURE_VERSION)  # fmt: skip
             return True
-        return meta.get("fingerprint") != self._fingerprint
+        if meta.get("fingerprint") != self._fingerprint:
+            return True
+        changed = [p for p, sig in meta.get("graph_files", {}).items() if file_signature(Path(p)) != sig]
+        if changed:
+            log.info(
+                "%d graphs changed in the cache since processing (%s): reprocessing", len(changed), changed[0]
+            )
+        return bool(changed)
 
     def _load(self) -> None:
         out = Path(self.processed_dir)

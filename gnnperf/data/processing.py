@@ -110,9 +110,10 @@ def process_samples(
     digests: list[str] = []
     offsets, graph_json_bytes = [0], 0
     keys = samples.groupby(["model_ref", "input_shape"], sort=True)["store_idx"].first()
+    caches = [graph_cache or GraphCache(store / "graphs") for store in stores]
     with open(out / GRAPHS_FILE, "wb") as f:
         for (ref, shape), store_idx in keys.items():
-            cache = graph_cache or GraphCache(stores[store_idx] / "graphs")
+            cache = caches[store_idx]
             try:
                 shape_tuple = tuple(int(d) for d in shape.split(","))
                 graph = build_graph(ref, shape_tuple, cache=cache, cached_only=not build_graphs)
@@ -164,8 +165,19 @@ def process_samples(
         "dropped": dict(dropped),
         "graph_json_bytes": graph_json_bytes,
         "graph_offsets": offsets,
+        # a graph rebuilt in the cache later (another library version, an edited model file) makes this stale
+        "graph_files": {str(p): file_signature(p) for p in sorted(set().union(*(c.used for c in caches)))},
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def file_signature(path: Path) -> list[int] | None:
+    """(size, modification time in ns) of a file, None when it is gone."""
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns]
 
 
 def device_specs(stores: Sequence[Path], names: list[str]) -> dict[str, HardwareSpec]:

@@ -46,6 +46,9 @@ class GraphCache:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root else default_cache_dir()
+        self.used: set[Path] = (
+            set()
+        )  # the files read or written through this instance (a dataset records them)
 
     @staticmethod
     def key(ref: str, input_shape: tuple[int, ...], exporter: str = "auto") -> str:
@@ -61,7 +64,9 @@ class GraphCache:
             return None
         try:
             with gzip.open(p, "rt") as f:
-                return OpGraph.from_dict(json.load(f))
+                graph = OpGraph.from_dict(json.load(f))
+            self.used.add(p)
+            return graph
         except (OSError, EOFError, ValueError, KeyError, TypeError) as e:
             log.warning("ignoring unreadable graph cache entry %s: %s", p, e)
             return None
@@ -73,6 +78,7 @@ class GraphCache:
             with gzip.open(tmp, "wt", compresslevel=1) as f:
                 json.dump(graph.to_dict(), f, separators=(",", ":"))
             os.replace(tmp, self.path(key))  # atomic: readers never see half a file
+            self.used.add(self.path(key))
         except OSError as e:
             log.warning("cannot write graph cache %s: %s", self.root, e)
 
@@ -216,16 +222,20 @@ def _built_with(spec: ModelSpec) -> dict[str, str]:
     change what they emit). An ONNX file is read as it is: nothing. Zoo models are this package's code, whose
     changes to a graph bump ``IR_VERSION``.
     """
-    from importlib.metadata import PackageNotFoundError, version
-
     if spec.input_kind == "onnx":
         return {}
-    libs = [
-        "torch",
-        {"timm": "timm", "torchvision": "torchvision", "hf": "transformers"}.get(spec.ref.split(":")[0]),
-    ]
+    lib = {"timm": "timm", "torchvision": "torchvision", "hf": "transformers"}.get(spec.ref.split(":")[0])
+    return library_versions(("torch", lib) if lib else ("torch",))
+
+
+def library_versions(
+    libs: tuple[str, ...] = ("torch", "timm", "torchvision", "transformers"),
+) -> dict[str, str]:
+    """The installed versions of ``libs`` (those not installed left out): what graphs are built with."""
+    from importlib.metadata import PackageNotFoundError, version
+
     out = {}
-    for lib in filter(None, libs):
+    for lib in libs:
         try:
             out[lib] = version(lib)
         except PackageNotFoundError:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import gzip
 import json
 import math
+import os
 import threading
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -283,6 +285,13 @@ def test_stale_cache_is_rebuilt(built, monkeypatch) -> None:
     assert len(processed) == 2 and json.loads(meta_path.read_text())["feature_version"] == FEATURE_VERSION
     SampleStore(tmp / "small").write_shard([_row(REFS[0], 8, DEVICES[0], 5.0)])
     assert len(make()) == 3 and len(processed) == 3  # a new shard is new data
+    (used,) = json.loads(meta_path.read_text())["graph_files"]  # the cache file its one graph came from
+    assert Path(used).parent == tmp / "graphs"
+    os.utime(used, ns=(0, 0))  # rebuilt since (`gnnperf data graphs`, another library version)
+    make()
+    assert len(processed) == 4
+    make()
+    assert len(processed) == 4  # and recorded again
 
 
 def test_datamodule_yields_the_batch_format(built) -> None:
