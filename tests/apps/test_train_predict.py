@@ -459,7 +459,11 @@ def test_transfer_scales_the_target_by_the_measured_over_predicted_ratio_on_the_
     assert row["interval_ms"][0] == pytest.approx(2.0 * target["interval_ms"][0], rel=1e-4)
     assert row["breakdown"][0]["ms"] == pytest.approx(2.0 * target["breakdown"][0]["ms"], rel=1e-4)
     flags = row["measured_on"].pop("flags")
-    assert row["measured_on"] == {"hardware": "t4", "ms": measured, "predicted_ms": there["iteration_time_ms"]}
+    assert row["measured_on"] == {
+        "hardware": "t4",
+        "ms": measured,
+        "predicted_ms": there["iteration_time_ms"],
+    }
     # the factor divides by the prediction on the reference: what that one extrapolated is named with it (the T4's
     # data sheet is below the training GPUs'; the device count was never learned)
     assert flags["hardware_outside_training_range"] == there["hardware_outside_training_range"] != []
