@@ -244,9 +244,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(s, indent=1))
         return 0
-    from rich.console import Console
+    from gnnperf.console import stdout_console
 
-    console = Console()
+    console = stdout_console()
     console.print(f"{s['samples']} samples {s['status']}; {s['models']} models in {s['families']} families")
     console.print(_family_hardware_table(s["per_family_hardware"], list(s["hardware"])))
     q = s["time_cv_quantiles"]

@@ -80,8 +80,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _print_tables(s: dict, top: int) -> None:
-    from rich.console import Console
     from rich.table import Table
+
+    from gnnperf.console import stdout_console
 
     def g(x: float) -> str:
         return f"{x / 1e9:,.3f}"
@@ -107,7 +108,7 @@ def _print_tables(s: dict, top: int) -> None:
         "total", str(s["num_nodes"]), g(s["flops"]), "100%", f"{s['bytes'] / 1e6:,.1f}",
         f"{sum(row['params'] for row in s['ops'].values()):,}",
     )  # fmt: skip
-    console = Console()
+    console = stdout_console()
     console.print(table)
     console.print(
         f"nodes {s['num_nodes']}  edges {s['num_edges']}  forward GFLOPs {g(s['flops'])} "

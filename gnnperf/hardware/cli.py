@@ -15,6 +15,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from gnnperf.console import stdout_console
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     common = argparse.ArgumentParser(add_help=False)
@@ -62,14 +64,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-def _console() -> Any:
-    from rich.console import Console
-
-    console = Console()
-    # Piped output has no terminal width; rich would wrap at 80 columns.
-    return console if console.is_terminal else Console(width=160)
-
-
 def _print_json(data: Any) -> None:
     print(json.dumps(data, indent=2))
 
@@ -90,7 +84,7 @@ def _print_spec(spec: Any, vector: bool = False) -> None:
             "[bold]vector[/]",
             ", ".join(f"{f}={v:.3g}" for f, v in zip(HARDWARE_FEATURES, values, strict=True)),
         )
-    _console().print(table)
+    stdout_console().print(table)
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -121,7 +115,7 @@ def _list(args: argparse.Namespace) -> int:
             _fmt(s.memory_gb),
             _fmt(s.mem_bandwidth_gbs),
         )
-    _console().print(table)
+    stdout_console().print(table)
     return 0
 
 

@@ -6,6 +6,7 @@ Both read only the prediction rows (:meth:`gnnperf.predict.Predictor.predict` wi
 
 from __future__ import annotations
 
+from gnnperf.console import stdout_console
 from gnnperf.predictor.coverage import THIN_ROWS
 
 # The GNN's MAPE on a GPU no training row had (experiments/h200_unseen/results.json, predictors.gnn.all.mape,
@@ -187,7 +188,6 @@ def fastest_first(rows: list[dict]) -> list[dict]:
 def print_comparison(rows: list[dict]) -> None:
     """One table row per (model, device, batch size), in the order given."""
     from rich import box
-    from rich.console import Console
     from rich.table import Column, Table
 
     models = list(dict.fromkeys(r["model"] for r in rows))
@@ -236,9 +236,7 @@ def print_comparison(rows: list[dict]) -> None:
         used.update(flags)
         cells.append(", ".join(NOTES[k][0] for k in flags) or "-")
         table.add_row(*cells)
-    console = Console()
-    if not console.is_terminal:  # a file or a pipe: whole lines rather than 80 columns
-        console = Console(width=200)
+    console = stdout_console()
     console.print(table)
     notes = []
     if any(not r["hardware_seen_in_training"] and "calibration_factor" not in r for r in rows):

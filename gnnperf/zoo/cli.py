@@ -51,9 +51,9 @@ def _format_value(value: object) -> str:
 
 
 def _list() -> None:
-    from rich.console import Console
     from rich.table import Table
 
+    from gnnperf.console import stdout_console
     from gnnperf.zoo.registry import get_family, list_families
 
     table = Table(title="gnnperf model zoo (zoo:FAMILY?key=value&...)")
@@ -67,5 +67,5 @@ def _list() -> None:
         macs = f"{fam.macs(fam.defaults) / 1e6:.0f}" if fam.macs else "-"
         params = "\n".join(f"{k}={_format_value(v)}" for k, v in fam.defaults.items())
         table.add_row(name, fam.input_kind, macs, fam.description, params)
-    Console().print(table)
+    stdout_console().print(table)
     print("MMACs: forward multiply-accumulates per sample at the defaults, in millions.")

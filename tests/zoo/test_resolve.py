@@ -118,6 +118,7 @@ def test_zoo_list_command(capsys: pytest.CaptureFixture[str]) -> None:
     for name in list_families():
         assert name in out
     assert "growth_rate=32" in out  # parameters are listed with their defaults
+    assert "layer_scale=1e-06" in out and "block_config=6,12,24,16" in out  # piped: not folded mid-value
     assert {"image", "tokens", "sequence", "vector"} <= set(out.split())
 
 
