@@ -15,7 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model",
         nargs="+",
-        help="model reference (timm:NAME, torchvision:NAME, hf:config.json, zoo:..., .onnx, pkg.mod:fn); several "
+        help="model reference (timm:NAME, torchvision:NAME, hf:config.json, zoo:..., .onnx, pkg.mod:fn, file.py:fn); several "
         "for a comparison table",
     )
     parser.add_argument(
