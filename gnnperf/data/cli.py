@@ -82,9 +82,10 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
     from gnnperf.data.store import SampleStore
 
     store = SampleStore(out)
-    have = store.existing_ids()
-    new = [r for r in rows if r["sample_id"] not in have]
-    differing = _differing(store, [r for r in rows if r["sample_id"] in have])
+    # what a read returns (a shard that cannot be read whole holds nothing a dataset would see)
+    stored = store.read().set_index("sample_id")
+    new = [r for r in rows if r["sample_id"] not in stored.index]
+    differing = _differing(stored, [r for r in rows if r["sample_id"] in stored.index])
     if new:
         store.write_shard(new)
     used = {r["hardware"] for r in rows}
@@ -107,15 +108,15 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
 MEASURED = ("iteration_time_ms", "time_p10_ms", "time_p90_ms", "n_iters")
 
 
-def _differing(store: Any, rows: list[dict[str, Any]]) -> list[str]:
-    """``sample_id`` of the ``rows`` the store holds with other measured values (the store keeps its own)."""
+def _differing(stored: Any, rows: list[dict[str, Any]]) -> list[str]:
+    """``sample_id`` of the ``rows`` stored (``stored``, by sample_id) with other measured values (kept)."""
     import numpy as np
     import pandas as pd
 
     if not rows:
         return []
     new = pd.DataFrame(rows).set_index("sample_id")[list(MEASURED)].astype(float)
-    old = store.read().set_index("sample_id").loc[new.index, list(MEASURED)].astype(float)
+    old = stored.loc[new.index, list(MEASURED)].astype(float)
     differ = ~np.isclose(new.to_numpy(), old.to_numpy(), rtol=1e-6, equal_nan=True)
     return sorted(map(str, new.index[differ.any(axis=1)]))
 

@@ -112,11 +112,9 @@ class SampleStore:
         return df
 
     def existing_ids(self, status: str | Iterable[str] | None = None) -> set[str]:
-        """The sample ids already stored (with ``status`` after deduplication, when given)."""
-        if status is None:
-            tables = self._tables(self.shards(), columns=["sample_id"])
-            return {sid for t in tables for sid in t.column("sample_id").to_pylist()}
-        return set(self.read(status=status)["sample_id"])
+        """The sample ids already stored (with ``status`` after deduplication, when given): those a read returns,
+        so a shard that cannot be read whole does not count as holding its samples."""
+        return set(self.read(status=status, dedup=status is not None)["sample_id"])
 
     def merge(self, other_roots: Iterable[str | os.PathLike]) -> int:
         """Copy rows from other stores that this one lacks; returns the rows added (0 when run again).
@@ -164,16 +162,16 @@ class SampleStore:
         if self.readonly:
             raise GnnperfError(f"sample store {self.root} was opened read-only")
 
-    def _tables(
-        self, paths: list[Path], columns: list[str] | None = None, readable: list[Path] | None = None
-    ) -> list[pa.Table]:
+    def _tables(self, paths: list[Path], readable: list[Path] | None = None) -> list[pa.Table]:
+        """The shards at ``paths`` in the current schema (:func:`_aligned`); ``readable`` collects those read."""
         tables = []
         for path in paths:
             try:
-                table = pq.read_table(path, columns=columns)
+                table = _aligned(pq.read_table(path))
             except FileNotFoundError:
                 continue  # removed by a concurrent compact()
-            except (OSError, pa.ArrowException) as e:
+            except (OSError, pa.ArrowException, ValueError) as e:
+                # left on disk (compact() keeps it): a shard that cannot be read is no reason to lose it
                 message = f"skipping unreadable sample shard {path}: {e}"
                 warnings.warn(message, GnnperfWarning, stacklevel=3)
                 continue
@@ -206,20 +204,28 @@ def deduplicate(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([ok, rest]).sort_values("created_at", kind="stable").reset_index(drop=True)
 
 
+def _aligned(table: pa.Table) -> pa.Table:
+    """A shard of any schema version -> the current columns (missing ones null, extra dropped).
+
+    Raises:
+        ValueError: no ``sample_id`` column (not a sample shard); pyarrow's error for a column that does not cast.
+    """
+    if "sample_id" not in table.column_names:
+        raise ValueError("no sample_id column: not a sample shard")
+    columns = []
+    for field in SCHEMA:
+        if field.name in table.column_names:
+            columns.append(table.column(field.name).cast(field.type))
+        else:
+            columns.append(pa.nulls(table.num_rows, field.type))
+    return pa.Table.from_arrays(columns, schema=_READ_SCHEMA)
+
+
 def _to_frame(tables: list[pa.Table]) -> pd.DataFrame:
-    """Tables from shards of any schema version -> the current columns (missing ones null, extra dropped)."""
-    aligned = []
-    for table in tables:
-        columns = []
-        for field in SCHEMA:
-            if field.name in table.column_names:
-                columns.append(table.column(field.name).cast(field.type))
-            else:
-                columns.append(pa.nulls(table.num_rows, field.type))
-        aligned.append(pa.Table.from_arrays(columns, schema=_READ_SCHEMA))
-    if not aligned:
+    """Aligned tables (:func:`_aligned`) -> one DataFrame."""
+    if not tables:
         return _READ_SCHEMA.empty_table().to_pandas()
-    return pa.concat_tables(aligned).to_pandas()
+    return pa.concat_tables(tables).to_pandas()
 
 
 def _plain(row: Mapping[str, Any]) -> dict[str, Any]:

@@ -104,8 +104,8 @@ def _number(value: Any, column: str) -> float | None:
         return None
     try:
         x = float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"{column}={value!r} is not a number") from None
+    except (TypeError, ValueError, OverflowError):
+        raise ValueError(f"{column}={str(value)[:40]!r} is not a number") from None
     if not (x > 0 and x != float("inf")):
         raise ValueError(f"{column}={value!r} must be a positive finite number")
     return x
@@ -176,6 +176,8 @@ def _read_csv(path: Path, default_source: str, require: bool) -> list[HardwareSp
         return _read_csv_rows(path, default_source, require)
     except UnicodeDecodeError as e:
         raise _not_utf8(path, e) from None
+    except OSError as e:
+        raise GnnperfError(f"{path}: cannot read: {e.strerror or e}") from None
 
 
 def _not_utf8(path: Path, e: UnicodeDecodeError) -> GnnperfError:
@@ -228,7 +230,7 @@ def _read_user_file(path: Path) -> list[HardwareSpec]:
 
 def _read_user_entries(path: Path) -> list[HardwareSpec]:
     if not path.is_file():
-        raise GnnperfError(f"hardware file {path} not found")
+        raise GnnperfError(f"hardware file {path} {'is a directory' if path.is_dir() else 'not found'}")
     default_source = f"user spec file {path.name}"
     suffix = path.suffix.lower()
     if suffix == ".csv":
@@ -239,6 +241,8 @@ def _read_user_entries(path: Path) -> list[HardwareSpec]:
         text = path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError as e:
         raise _not_utf8(path, e) from None
+    except OSError as e:
+        raise GnnperfError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
         if suffix == ".json":
             data = json.loads(text)

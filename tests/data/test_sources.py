@@ -405,6 +405,10 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
     (device / "gpt2_large-inf-1024-4.json").write_text('{\n "num_layer": 36,\n "e2e_latency": 12')
     (device / "gpt2_large-inf-1024-8.json").write_text('{"num_layer": 36, "e2e_latency": "fast"}')
     (device / "gpt2_large-train-1024-2-zero3.json").write_text('{"e2e_latency": 5.0}')
+    (device / "gpt2_large-train-1024-4.json").write_text(
+        '{"e2e_latency": 1' + "0" * 400 + "}"
+    )  # past a float
+    (device / "gpt2_large-train-1024-8.json").write_text('{"e2e_latency": 5, "n": 1' + "0" * 5000 + "}")
     (tmp_path / "label" / "Quantum_Q1").mkdir()
     (tmp_path / "label" / "Quantum_Q1" / "bert_large-inf-512-8.json").write_text('{"e2e_latency": 5.0}')
     rows, report = read_source("neusight", tmp_path)
@@ -417,6 +421,13 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
         p.startswith("label/NVIDIA_L4/gpt2_large-inf-1024-8.json: no positive e2e_latency") for p in problems
     )
     assert any("zero3.json: unknown option 'zero3'" in p for p in problems)
+    assert any(
+        p.startswith("label/NVIDIA_L4/gpt2_large-train-1024-4.json: no positive e2e_latency")
+        for p in problems
+    )
+    assert any(
+        p.startswith("label/NVIDIA_L4/gpt2_large-train-1024-8.json: not usable JSON") for p in problems
+    )
     assert any("Quantum_Q1/bert_large-inf-512-8.json: unknown device" in p for p in problems)
     # a config transformers cannot build is reported as the other adapters report an unknown model
     (tmp_path / "data" / "DLmodel_configs" / "odd.json").write_text('{"model_type": "no_such_type"}')

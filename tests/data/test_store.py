@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -129,6 +130,24 @@ def test_corrupt_shard_is_skipped_with_warning(tmp_path) -> None:
     messages = " ".join(str(w.message) for w in record)
     assert bad.name in messages and truncated.name in messages and good.name not in messages
     assert len(df) == 1
+
+
+def test_a_shard_whose_columns_do_not_fit_is_skipped_and_kept(tmp_path) -> None:
+    store = SampleStore(tmp_path)
+    good = store.write_shard([ok_row()])
+    typed = pq.read_table(good).to_pandas().assign(iteration_time_ms="abc", sample_id="other")
+    bad = tmp_path / "shard-00000000T000000000000Z-1-deadbeef.parquet"
+    typed.to_parquet(bad)  # a string where a time belongs
+    foreign = tmp_path / "shard-00000000T000000000001Z-1-deadbeef.parquet"
+    pd.DataFrame({"x": [1]}).to_parquet(foreign)  # not a sample shard at all
+    with pytest.warns(UserWarning, match="unreadable sample shard") as record:
+        assert list(store.read()["sample_id"]) == [sample_id(IDENT)]
+        assert store.existing_ids() == {sample_id(IDENT)}  # what a read returns: "other" is not stored
+    messages = " ".join(str(w.message) for w in record)
+    assert bad.name in messages and foreign.name in messages and "not a sample shard" in messages
+    with pytest.warns(UserWarning):
+        store.compact()
+    assert bad.exists() and foreign.exists()  # left for the user, not deleted with the merged shards
 
 
 def test_cli_prints_a_skipped_shard_as_one_warning_line(tmp_path) -> None:

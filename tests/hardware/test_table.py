@@ -195,6 +195,13 @@ def test_user_files_from_env_json_and_csv(tmp_path, monkeypatch):
         ),
         ("bad.csv", "name,vendor,peak_fp32_tflops,memory_gb,mem_bandwidth_gbs\ny,amd,1,1,fast\n", "row 2"),
         ("bad.csv", "name,colour\ny,red\n", "unknown column"),
+        (
+            "huge.json",
+            '[{"name": "x", "vendor": "amd", "peak_fp32_tflops": 1'
+            + "0" * 400
+            + ', "memory_gb": 1, "mem_bandwidth_gbs": 1}]',
+            "is not a number",
+        ),
         ("bad.yaml", "- name: x\n  vendor: nvidia\n  speed: 9\n", "unknown column(s) speed"),
         ("bad.txt", "x", "must end in"),
         ("empty.csv", "name,vendor,peak_fp32_tflops,memory_gb,mem_bandwidth_gbs\n", "no hardware entries"),
@@ -217,6 +224,9 @@ def test_malformed_user_file_names_file_and_row(tmp_path, name, text, where):
 def test_missing_user_file(tmp_path):
     with pytest.raises(GnnperfError, match="not found"):
         load_table(tmp_path / "nope.yaml")
+    (tmp_path / "dir.json").mkdir()
+    with pytest.raises(GnnperfError, match="dir.json is a directory"):
+        load_table(tmp_path / "dir.json")
 
 
 @pytest.mark.skipif(not (EXTERNAL / "neusight").is_dir(), reason="shared external data not present")

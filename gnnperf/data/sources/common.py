@@ -195,7 +195,7 @@ def positive_number(text: str | float) -> float | None:
     """``text`` (or a number) as a positive finite float, else None."""
     try:
         x = float(text)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
         return None
     return x if math.isfinite(x) and x > 0 else None
 

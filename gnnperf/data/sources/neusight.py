@@ -170,6 +170,9 @@ def _latency(file: Path, ref: str, report: ImportReport) -> float | None:
     except (OSError, UnicodeDecodeError) as e:
         report.skip_file(ref, f"cannot read: {e}")
         return None
+    except ValueError as e:  # an integer past Python's digit limit
+        report.skip_file(ref, f"not usable JSON: {e}")
+        return None
     value = data.get("e2e_latency") if isinstance(data, dict) else None
     usable = isinstance(value, (int, float, str)) and not isinstance(value, bool)
     latency = positive_number(value) if usable else None
