@@ -156,9 +156,12 @@ def _print_import(result: dict[str, Any]) -> None:
 def summary(store: str) -> dict:
     from gnnperf.data.store import SampleStore
 
-    df = SampleStore(store, readonly=True).read()
+    sample_store = SampleStore(store, readonly=True)
+    df = sample_store.read()
     if df.empty:
-        raise GnnperfError(f"sample store {store} holds no samples (no shard-*.parquet files in it)")
+        shards = len(sample_store.shards())
+        why = f"none of its {shards} shards could be read" if shards else "no shard-*.parquet files in it"
+        raise GnnperfError(f"sample store {store} holds no samples ({why})")
     ok = df[df["status"] == "ok"]
     cv = ok["time_cv"].astype(float)
     return {
@@ -237,9 +240,12 @@ def run(args: argparse.Namespace) -> int:
         else:
             _print_import(result)
         if result["samples"] == 0:
-            raise GnnperfError(
-                f"nothing imported from {args.path}: no row of its tables could be used (listed)"
+            why = (
+                "no row of its tables could be used (listed)"
+                if result["problems"]
+                else "its tables have no rows"
             )
+            raise GnnperfError(f"nothing imported from {args.path}: {why}")
         return 0
     s = summary(args.store)
     if args.json:
