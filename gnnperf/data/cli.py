@@ -69,6 +69,8 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
     from gnnperf.data.sources import get_source
 
     adapter = get_source(source)
+    if not str(path).strip():  # Path("") is the current directory
+        raise GnnperfError(f"no path given to import {source} tables from")
     if out is not None:
         _check_writable(out)  # before reading: a whole timm import takes minutes
     rows, report = adapter.read(path, limit=limit)
@@ -217,6 +219,9 @@ def _family_hardware_table(counts: dict[str, dict[str, int]], hardware: list[str
 def _graphs(args: argparse.Namespace) -> int:
     from gnnperf.data.prebuild import graph_keys, iter_prebuild
 
+    if args.workers < 0 or args.limit_s < 1:
+        bad = f"--workers {args.workers}" if args.workers < 0 else f"--limit-s {args.limit_s}"
+        raise GnnperfError(f"{bad}: --workers must be 0 or more, --limit-s 1 or more")
     rows = []
     for row in iter_prebuild(graph_keys(args.stores, args.query), args.cache, args.workers, args.limit_s):
         rows.append(row)

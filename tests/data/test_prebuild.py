@@ -52,6 +52,11 @@ def test_cli_reports_failures_and_exits_1(tmp_path, capsys):
     assert main(["data", "graphs", str(store), "--cache", str(tmp_path / "a_file")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"gnnperf data: error: graph cache {tmp_path / 'a_file'} is a file, not a directory"]
+    for bad in (["--workers", "-1"], ["--limit-s", "0"]):  # -1 ran in-process, 0 meant no limit
+        assert main(["data", "graphs", str(store), "--cache", str(tmp_path / "g"), *bad]) == 2
+        assert capsys.readouterr().err.strip().startswith(f"gnnperf data: error: {' '.join(bad)}:")
+    assert main(["data", "import", "timm-benchmark", ""]) == 2  # Path("") would be the current directory
+    assert "no path given" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("workers", [1, 2])
