@@ -102,6 +102,8 @@ HARDWARE_TABLE_VERSION: str = _content_hash(SPECS_CSV)
 def _number(value: Any, column: str) -> float | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
+    if isinstance(value, bool):  # float(True) is 1.0
+        raise ValueError(f"{column}={value!r} is not a number")
     try:
         x = float(value)
     except (TypeError, ValueError, OverflowError):

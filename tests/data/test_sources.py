@@ -405,6 +405,9 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
     (device / "gpt2_large-inf-1024-4.json").write_text('{\n "num_layer": 36,\n "e2e_latency": 12')
     (device / "gpt2_large-inf-1024-8.json").write_text('{"num_layer": 36, "e2e_latency": "fast"}')
     (device / "gpt2_large-train-1024-2-zero3.json").write_text('{"e2e_latency": 5.0}')
+    (device / "gpt2_large-train-1024-2.json").write_text(
+        '\ufeff{"e2e_latency": 5.0}', encoding="utf-8"
+    )  # BOM: fine
     (device / "gpt2_large-train-1024-4.json").write_text(
         '{"e2e_latency": 1' + "0" * 400 + "}"
     )  # past a float
@@ -414,7 +417,7 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
     rows, report = read_source("neusight", tmp_path)
     problems = [str(p) for p in report.problems]
     assert sorted(r["source_ref"].rsplit("/", 1)[-1] for r in rows) == [
-        "bert_large-inf-512-8-fusion.json", "gpt2_large-train-1024-1.json"
+        "bert_large-inf-512-8-fusion.json", "gpt2_large-train-1024-1.json", "gpt2_large-train-1024-2.json"
     ]  # fmt: skip
     assert any(p.startswith("label/NVIDIA_L4/gpt2_large-inf-1024-4.json:3: not valid JSON") for p in problems)
     assert any(

@@ -163,7 +163,7 @@ def _config(path: Path) -> tuple[str, str] | str:
 def _latency(file: Path, ref: str, report: ImportReport) -> float | None:
     """``e2e_latency`` of a label file, or None after reporting why it is unusable."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8"))
+        data = json.loads(file.read_text(encoding="utf-8-sig"))  # a byte order mark, as the CSV adapters take
     except json.JSONDecodeError as e:
         report.skip_file(ref, f"not valid JSON: {e.msg} (column {e.colno})", row=e.lineno)
         return None
