@@ -152,8 +152,10 @@ def csv_rows(
     left out. An unreadable or empty file is reported as skipped and gives ``None``.
     """
     try:
-        # utf-8-sig: a byte-order mark would otherwise become part of the first column's name
-        lines = file.read_text(encoding="utf-8-sig").splitlines()
+        # utf-8-sig: a byte-order mark would otherwise become part of the first column's name. Lines end at \n, \r\n
+        # or \r only: str.splitlines() also breaks at form feeds and U+2028, and row numbers would drift.
+        with open(file, encoding="utf-8-sig", newline=None) as f:
+            lines = f.read().split("\n")  # a last empty line is skipped as blank
     except (OSError, UnicodeDecodeError) as e:
         report.skip_file(ref, f"cannot read: {e}")
         return None
