@@ -470,7 +470,9 @@ def test_csv_row_numbers_are_line_numbers_whatever_the_cells_hold(tmp_path: Path
     from gnnperf.data.sources.common import ImportReport, csv_rows
 
     table = tmp_path / "t.csv"
-    table.write_bytes(b"model,ms\r\na,1\r\nb,2\x0c5\r\nc,3\xe2\x80\xa8\r\n\r\nd,4\r\n")  # a form feed, a U+2028
+    table.write_bytes(
+        b"model,ms\r\na,1\r\nb,2\x0c5\r\nc,3\xe2\x80\xa8\r\n\r\nd,4\r\n"
+    )  # a form feed, a U+2028
     header, rows = csv_rows(table, "t.csv", ImportReport("test"))
     assert header == ["model", "ms"]
     assert [(i, cells[0]) for i, cells in rows] == [(1, "a"), (2, "b"), (3, "c"), (5, "d")]
