@@ -181,9 +181,8 @@ class Predictor:
             "hardware": there["hardware"],
             "ms": float(measured_ms),
             "predicted_ms": there["iteration_time_ms"],
-            "flags": {
-                k: there[k] for k in NOTES if there.get(k)
-            },  # what the factor's denominator extrapolated
+            # what the prediction the factor divides by extrapolated
+            "flags": {k: there[k] for k in NOTES if there.get(k)},
         }
         row["transfer_factor"] = factor
         return row

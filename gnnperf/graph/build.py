@@ -46,9 +46,8 @@ class GraphCache:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root else default_cache_dir()
-        self.used: set[Path] = (
-            set()
-        )  # the files read or written through this instance (a dataset records them)
+        # the files read or written through this instance (a processed dataset records them)
+        self.used: set[Path] = set()
 
     @staticmethod
     def key(ref: str, input_shape: tuple[int, ...], exporter: str = "auto") -> str:
