@@ -88,15 +88,15 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
     stored = store.read().set_index("sample_id")
     new = [r for r in rows if r["sample_id"] not in stored.index]
     differing = _differing(stored, [r for r in rows if r["sample_id"] in stored.index])
-    if new:
-        store.write_shard(new)
     used = {r["hardware"] for r in rows}
-    try:
+    try:  # the records first: samples stored without the specs of their hardware could not be used
         records = [save_hardware_record(store.root, spec) for spec in adapter.hardware() if spec.name in used]
     except OSError as e:
         raise GnnperfError(
-            f"{len(new)} new samples stored in {out}, but a hardware record could not be written: {e}"
+            f"no samples stored in {out}: a hardware record could not be written: {e}"
         ) from None
+    if new:
+        store.write_shard(new)
     result.update(
         written=len(new),
         already_stored=len(rows) - len(new),

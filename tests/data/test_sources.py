@@ -210,6 +210,24 @@ def test_timm_cpu_import_writes_hardware_records_and_is_idempotent(tmp_path: Pat
     assert "5 of those are stored with other measured values" in capsys.readouterr().out
 
 
+def test_import_that_cannot_write_a_hardware_record_stores_no_samples(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from gnnperf.apps import generate
+    from gnnperf.cli import main
+
+    def refuse(root: Path, spec) -> Path:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(generate, "save_hardware_record", refuse)
+    file = TIMM / "head" / "benchmark-infer-fp32-nchw-pt240-cpu-i7_12700h-dynamo.csv"
+    store = tmp_path / "store"
+    assert main(["data", "import", "timm-benchmark", str(file), "--out", str(store), "--limit", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no samples stored" in err[0] and "No space left" in err[0]
+    assert SampleStore(store, readonly=True).read().empty  # no samples whose hardware has no record
+
+
 def test_cli_bad_path_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     from gnnperf.cli import main
 
@@ -337,17 +355,34 @@ def test_timm_csv_lines_are_rows_whatever_one_of_them_holds(tmp_path: Path, monk
         2: '"' + lines[2],  # a stray quote: only this line is lost, not every line after it
         4: lines[4].replace(",512,", ",9223372036854775808,"),  # a batch the store's int64 cannot hold
         6: "x" * 200_000 + ",1,1,1,1,1",  # a cell over the csv module's field limit
+        # numbers float() takes but no table writes: an exponent for an integer, digit separators, nan, a
+        # 10-gigapixel side
+        9: lines[9].replace(",512,", ",1e3,"),
+        10: lines[10].replace(",512,", ",1_000,"),
+        11: lines[11].rsplit(",", 1)[0] + ",nan",
+        12: lines[12].replace(",224,", ",10000000000,"),
     }
     table = tmp_path / "head" / TIMM_TRAIN
     table.parent.mkdir()
-    table.write_text("\ufeff" + "\n".join(bad.get(i, line) for i, line in enumerate(lines[:9])) + "\n")
+    text = "\n".join(bad.get(i, line) for i, line in enumerate(lines[:14]))
+    table.write_text("\ufeff" + text[: text.rindex(",") + 2])  # the last row cut mid-number, no line end
     store = tmp_path / "store"
     assert main(["data", "import", "timm-benchmark", str(table.parent), "--out", str(store), "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert [p.split(":")[1] for p in result["problems"]] == ["2", "4", "6"]  # the lines' own numbers
-    assert "truncated or malformed" in result["problems"][0] and "field limit" in result["problems"][2]
-    assert "train_batch_size='9223372036854775808'" in result["problems"][1]
+    problems = result["problems"]
+    assert [p.split(":")[1] for p in problems] == ["2", "4", "6", "9", "10", "11", "12", "13"]  # line numbers
+    assert "truncated or malformed" in problems[0] and "field limit" in problems[2]
+    assert "train_batch_size='9223372036854775808'" in problems[1]
+    assert "train_batch_size='1e3'" in problems[3] and "train_batch_size='1_000'" in problems[4]
+    assert "param_count='nan'" in problems[5] and "train_img_size='10000000000'" in problems[6]
+    assert "last row has no line end" in problems[7]
     assert result["written"] == 5 and len(SampleStore(store, readonly=True).read()) == 5  # the BOM is no cell
+    # a column the import reads, twice: which one was measured is unknown, so the file is not imported
+    table.write_text(lines[0] + ",train_step_time\n" + "\n".join(line + ",1.0" for line in lines[1:4]) + "\n")
+    rows, report = read_source("timm-benchmark", table)
+    assert not rows and [str(p) for p in report.problems] == [
+        f"head/{TIMM_TRAIN}:0: unknown column layout: repeated column train_step_time"
+    ]
 
 
 def test_import_of_nothing_is_an_error_and_creates_no_store(tmp_path: Path, capsys) -> None:
@@ -383,14 +418,15 @@ def test_malformed_torchvision_csv_is_reported_cell_by_cell(tmp_path: Path) -> N
     row3[header.index("vgg16")] = "n/a"
     folder = tmp_path / "dgx-a100"
     folder.mkdir()
-    text = "\n".join([lines[0], *lines[1:3], ",".join(row3), *lines[4:10], lines[10][:25]])
+    # the last row cut mid-number: every cell there, but no line end
+    text = "\n".join([lines[0], *lines[1:3], ",".join(row3), *lines[4:10], lines[10][:-2]])
     (folder / Path(A100_TRAIN).name).write_text(text)
     (folder / "A100-SXM4-40GB_1_gpus__float_model_train_benchmark_v2.csv").write_text(text)
     rows, report = read_source("pytorch-gpu-benchmark", tmp_path)
     problems = [str(p) for p in report.problems]
     ref = A100_TRAIN
     assert f"{ref}:3: column 'vgg16': 'n/a' is not a positive number; cell skipped" in problems
-    assert any(p.startswith(f"{ref}:10: ") and "truncated" in p for p in problems)
+    assert f"{ref}:10: last row has no line end (a truncated copy?); left out" in problems
     assert any("_v2.csv: file name does not match" in p for p in problems)
     assert len(rows) == 32
     assert by_ref(rows, f"{ref}#vgg16")["n_iters"] == 8 and by_ref(rows, f"{ref}#resnet50")["n_iters"] == 9
@@ -412,6 +448,7 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
         '{"e2e_latency": 1' + "0" * 400 + "}"
     )  # past a float
     (device / "gpt2_large-train-1024-8.json").write_text('{"e2e_latency": 5, "n": 1' + "0" * 5000 + "}")
+    (device / "gpt2_large-inf-1024-2.json").write_text('{"e2e_latency": 5.0, "e2e_latency": 7.0}')
     (tmp_path / "label" / "Quantum_Q1").mkdir()
     (tmp_path / "label" / "Quantum_Q1" / "bert_large-inf-512-8.json").write_text('{"e2e_latency": 5.0}')
     rows, report = read_source("neusight", tmp_path)
@@ -430,6 +467,10 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
     )
     assert any(
         p.startswith("label/NVIDIA_L4/gpt2_large-train-1024-8.json: not usable JSON") for p in problems
+    )
+    assert (
+        "label/NVIDIA_L4/gpt2_large-inf-1024-2.json: not usable JSON: key 'e2e_latency' appears more than once"
+        in problems
     )
     assert any("Quantum_Q1/bert_large-inf-512-8.json: unknown device" in p for p in problems)
     # a config transformers cannot build is reported as the other adapters report an unknown model

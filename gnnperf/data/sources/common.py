@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -148,17 +149,21 @@ def csv_rows(
 
     Each line is one row, parsed on its own: the public tables quote nothing across lines, so a stray quote
     spoils its own row only, not every row after it, and row numbers stay line numbers. Rows with a different
-    number of cells than the header (a file cut mid-row, a stray comma) or that do not parse are reported and
-    left out. An unreadable or empty file is reported as skipped and gives ``None``.
+    number of cells than the header (a file cut mid-row, a stray comma), that do not parse, or a last row without
+    a line end are reported and left out. An unreadable or empty file is reported as skipped and gives ``None``.
     """
     try:
         # utf-8-sig: a byte-order mark would otherwise become part of the first column's name. Lines end at \n, \r\n
         # or \r only: str.splitlines() also breaks at form feeds and U+2028, and row numbers would drift.
         with open(file, encoding="utf-8-sig", newline=None) as f:
-            lines = f.read().split("\n")  # a last empty line is skipped as blank
+            text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         report.skip_file(ref, f"cannot read: {e}")
         return None
+    lines = text.split("\n")  # a last empty line is skipped as blank
+    # Every published table ends with a line end; a last row without one may be a copy cut mid-number (a time
+    # "12.3" cut to "12" still parses), so it is reported and left out.
+    cut_row = len(lines) - 1 if not text.endswith("\n") else None
 
     def parse(line: str) -> list[str]:
         return next(csv.reader([line]), [])
@@ -183,6 +188,9 @@ def csv_rows(
             if not any(c.strip() for c in cells):
                 continue  # blank line
             report.rows += 1
+            if i == cut_row:
+                report.problem(ref, i, "last row has no line end (a truncated copy?); left out")
+                continue
             if len(cells) != len(header):
                 report.problem(
                     ref, i, f"{len(cells)} cells for {len(header)} columns (truncated or malformed row)"
@@ -193,8 +201,16 @@ def csv_rows(
     return header, rows()
 
 
+# Plain decimal notation, as the public tables write numbers. float() would also take "nan", "inf", "1_000" and
+# surrounding whitespace; a cell like those is a damaged or hand-edited table, not a measurement.
+_DECIMAL_RE = re.compile(r"\+?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_INTEGER_RE = re.compile(r"\+?\d+(?:\.0*)?")  # "512" or "512.0"; not "5.12e2"
+
+
 def positive_number(text: str | float) -> float | None:
-    """``text`` (or a number) as a positive finite float, else None."""
+    """A table cell in decimal notation (or a number) as a positive finite float, else None."""
+    if isinstance(text, str) and not _DECIMAL_RE.fullmatch(text):
+        return None
     try:
         x = float(text)
     except (TypeError, ValueError, OverflowError):  # OverflowError: an int too large for a float
@@ -202,10 +218,15 @@ def positive_number(text: str | float) -> float | None:
     return x if math.isfinite(x) and x > 0 else None
 
 
-def positive_int(text: str) -> int | None:
-    """``"512"`` or ``"512.0"`` -> 512; anything else (fractions, blanks, <= 0, >= 2**63) -> None."""
-    x = positive_number(text)
-    return int(x) if x is not None and x == int(x) and x <= INT64_MAX else None
+def positive_int(text: str, maximum: int = INT64_MAX) -> int | None:
+    """``"512"`` or ``"512.0"`` -> 512; anything else (fractions, exponents, blanks, <= 0, > ``maximum``) -> None."""
+    if not _INTEGER_RE.fullmatch(text):
+        return None
+    digits = text.lstrip("+").split(".")[0]
+    if len(digits) > 19:  # past int64 (and int() refuses strings past 4,300 digits)
+        return None
+    x = int(digits)
+    return x if 0 < x <= maximum else None
 
 
 def spread(times_ms: list[float]) -> dict[str, Any]:

@@ -160,17 +160,28 @@ def _config(path: Path) -> tuple[str, str] | str:
     return spec.ref, spec.family
 
 
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object as a dict, refusing repeated keys: json.loads keeps the last one silently, and a label with
+    two ``e2e_latency`` values does not say which was measured."""
+    keys = [k for k, _ in pairs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ValueError(f"key {', '.join(map(repr, repeated))} appears more than once")
+    return dict(pairs)
+
+
 def _latency(file: Path, ref: str, report: ImportReport) -> float | None:
     """``e2e_latency`` of a label file, or None after reporting why it is unusable."""
     try:
-        data = json.loads(file.read_text(encoding="utf-8-sig"))  # a byte order mark, as the CSV adapters take
+        # utf-8-sig: a byte order mark, as the CSV adapters take
+        data = json.loads(file.read_text(encoding="utf-8-sig"), object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as e:
         report.skip_file(ref, f"not valid JSON: {e.msg} (column {e.colno})", row=e.lineno)
         return None
     except (OSError, UnicodeDecodeError) as e:
         report.skip_file(ref, f"cannot read: {e}")
         return None
-    except ValueError as e:  # an integer past Python's digit limit
+    except ValueError as e:  # a repeated key; an integer past Python's digit limit
         report.skip_file(ref, f"not usable JSON: {e}")
         return None
     value = data.get("e2e_latency") if isinstance(data, dict) else None

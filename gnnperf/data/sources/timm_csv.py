@@ -64,6 +64,7 @@ _PRECISIONS = {
 }
 _LAYOUTS = {"nchw": "contiguous", "nhwc": "channels_last"}
 _MODES = {"train": "train", "infer": "infer"}
+MAX_IMG_SIZE = 8192  # the public tables go up to 1024; a larger side is a damaged cell, not an input
 
 # Peak FP32 = cores x FMA units x SIMD fp32 lanes x 2 flop x *base* clock (all-core vector code does not hold
 # the boost clock); FP64 is half of it. Intel publishes no FLOP/s figure for these parts.
@@ -269,14 +270,22 @@ def _read_file(file: Path, ref: str, fixed: dict[str, Any], out: Collector, reso
             ref, f"unknown column layout: no {', '.join(missing)} (header: {','.join(header)})", row=0
         )
         return
+    used = ("model", step, batch, img, "param_count")
+    repeated = [c for c in used if header.count(c) > 1]
+    if repeated:  # which copy would be the measurement?
+        report.skip_file(ref, f"unknown column layout: repeated column {', '.join(repeated)}", row=0)
+        return
     col = {c: header.index(c) for c in ("model", step, batch, img)}
     params_col = header.index("param_count") if "param_count" in header else None
     for i, cells in rows:
         name = cells[col["model"]]
         ms = positive_number(cells[col[step]])
         bs = positive_int(cells[col[batch]])
-        size = positive_int(cells[col[img]])
+        size = positive_int(cells[col[img]], maximum=MAX_IMG_SIZE)
         bad = [f"{c}={cells[col[c]]!r}" for c, v in ((step, ms), (batch, bs), (img, size)) if v is None]
+        table_params = positive_number(cells[params_col]) if params_col is not None else None
+        if params_col is not None and table_params is None:  # without it the model check cannot run
+            bad.append(f"param_count={cells[params_col]!r}")
         if not name or bad:
             report.problem(ref, i, f"model {name or '?'}: no valid {', '.join(bad) or 'model name'}")
             continue
@@ -286,7 +295,6 @@ def _read_file(file: Path, ref: str, fixed: dict[str, Any], out: Collector, reso
         if isinstance(spec, str):
             report.problem(ref, i, spec)
             continue
-        table_params = positive_number(cells[params_col]) if params_col is not None else None
         if (
             wrong := _params_problem(name, table_params)
             or _implementation_problem(spec.family, fixed["software"])
