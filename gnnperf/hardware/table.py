@@ -146,16 +146,27 @@ def _build(raw: dict[str, Any], default_source: str, require: bool) -> HardwareS
     values: dict[str, Any] = {c: _number(raw.get(c), c) for c in NUMERIC_COLUMNS}
     return HardwareSpec(
         name=name,
-        display_name=str(raw.get("display_name") or name).strip(),
+        display_name=_text(raw, "display_name") or name,
         aliases=_aliases(raw.get("aliases")),
-        vendor=str(raw.get("vendor") or "").strip().lower(),
+        vendor=_text(raw, "vendor").lower(),
         kind=kind,
-        generation=str(raw.get("generation") or "").strip().lower(),
-        interconnect=str(raw.get("interconnect") or "").strip(),
-        source=str(raw.get("source") or default_source).strip(),
+        generation=_text(raw, "generation").lower(),
+        interconnect=_text(raw, "interconnect"),
+        source=_text(raw, "source") or default_source.strip(),
         threads=threads or None,
         **values,
     )
+
+
+def _text(raw: dict[str, Any], column: str) -> str:
+    """A text column of a spec entry, stripped; a number is written as text (``generation: 8.6`` in YAML), a
+    mapping, list or boolean is refused rather than turned into its Python repr."""
+    value = raw.get(column)
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        raise ValueError(f"{column}={value!r} must be text")
+    return str(value).strip()
 
 
 def spec_to_dict(spec: HardwareSpec) -> dict[str, Any]:

@@ -207,6 +207,11 @@ def test_user_files_from_env_json_and_csv(tmp_path, monkeypatch):
             '[{"name": "x", "vendor": "amd", "peak_fp32_tflops": true, "memory_gb": 1, "mem_bandwidth_gbs": 1}]',
             "peak_fp32_tflops=True is not a number",
         ),
+        (
+            "dict.yaml",
+            "- {name: x, vendor: {maker: amd}, peak_fp32_tflops: 1, memory_gb: 1, mem_bandwidth_gbs: 1}\n",
+            "vendor={'maker': 'amd'} must be text",
+        ),
         ("bad.yaml", "- name: x\n  vendor: nvidia\n  speed: 9\n", "unknown column(s) speed"),
         ("bad.txt", "x", "must end in"),
         ("empty.csv", "name,vendor,peak_fp32_tflops,memory_gb,mem_bandwidth_gbs\n", "no hardware entries"),
