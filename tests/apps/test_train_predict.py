@@ -235,6 +235,10 @@ def test_workload_values_seen_only_on_gpus_are_named_on_a_cpu(trained):
         f"{name}={cpu[name]} (no cpu in training)"
         for name in ("mode", "precision", "timed", "memory_format", "optimizer")
     ]
+    # the fastest training row of the step on the device is recorded, and a faster prediction names it
+    fastest = predictor.info["trained_on"]["fastest_ms"]["device"]["rtx-3090"][gpu["timed"]]
+    assert (gpu["faster_than_trained"] is not None) == (gpu["iteration_time_ms"] < fastest)
+    assert cpu["faster_than_trained"] is None  # no CPU row to be faster than
 
 
 def test_bf16_at_the_fp16_rate_is_predicted_as_the_fp16_step_and_reported_as_asked(trained):

@@ -58,7 +58,8 @@ def test_a_value_never_measured_on_a_training_device_is_named_with_what_it_had()
         ],
         columns=["hardware", "mode", "precision", "timed", "memory_format", "optimizer"],
     )
-    trained_on = coverage(rows.assign(batch_size=8, num_devices=1), {d: "gpu" for d in rows["hardware"]})
+    frame = rows.assign(batch_size=8, num_devices=1, iteration_time_ms=10.0)
+    trained_on = coverage(frame, {d: "gpu" for d in rows["hardware"]})
     query = {"mode": "train", "precision": "amp_fp16", "timed": "fwd+bwd+opt", "memory_format": "contiguous"}
     query["optimizer"] = "sgd"
     assert unseen_on_device(trained_on, {**query, "hardware": "rtx-4090"}, "gpu") == [
@@ -80,7 +81,7 @@ def _rows(*groups: tuple[int, str, str, str]):
 
     records = [
         {"hardware": hw, "mode": "train", "precision": prec, "timed": "fwd+bwd+opt", "memory_format": "contiguous",
-         "optimizer": opt, "batch_size": 8, "num_devices": 1}
+         "optimizer": opt, "batch_size": 8, "num_devices": 1, "iteration_time_ms": 10.0}
         for n, hw, prec, opt in groups
         for _ in range(n)
     ]  # fmt: skip
@@ -140,3 +141,27 @@ def test_bf16_is_predicted_as_fp16_only_at_one_rate_and_when_training_barely_saw
     old = {"workload_by_kind": {"gpu": {"precision": ["amp_bf16", "amp_fp16"]}}}
     assert same_rate_precision(old, "amp_bf16", get_spec("h100-sxm")) == "amp_fp16"
     assert same_rate_precision({}, "amp_bf16", get_spec("h100-sxm")) is None
+
+
+def test_a_prediction_faster_than_every_training_row_of_its_step_is_named() -> None:
+    from gnnperf.predictor.coverage import coverage, faster_than_trained
+
+    samples = _rows((3, "h200", "amp_fp16", "sgd"), (2, "cpu-intel-xeon-1t", "fp32", "sgd"))
+    samples["iteration_time_ms"] = [3.8, 5.0, 9.0, 1.4, 2.0]
+    trained_on = coverage(samples, KINDS)
+    assert trained_on["fastest_ms"] == {
+        "device": {"h200": {"fwd+bwd+opt": 3.8}, "cpu-intel-xeon-1t": {"fwd+bwd+opt": 1.4}},
+        "kind": {"gpu": {"fwd+bwd+opt": [3.8, "h200"]}, "cpu": {"fwd+bwd+opt": [1.4, "cpu-intel-xeon-1t"]}},
+    }
+    step = {"timed": "fwd+bwd+opt", "hardware": "h200", "iteration_time_ms": 0.25}
+    assert faster_than_trained(trained_on, step, "gpu") == (
+        "0.25 ms, under the fastest fwd+bwd+opt row of h200 in training (3.8 ms)"
+    )
+    assert faster_than_trained(trained_on, {**step, "iteration_time_ms": 3.8}, "gpu") is None
+    # a device without rows of that step (here none at all) is held to its kind's fastest
+    assert faster_than_trained(trained_on, {**step, "hardware": "a100-sxm4-40gb"}, "gpu") == (
+        "0.25 ms, under the fastest fwd+bwd+opt row of any gpu (h200) in training (3.8 ms)"
+    )
+    # no row of that timed region on the kind, or a checkpoint from before the record: nothing to say
+    assert faster_than_trained(trained_on, {**step, "timed": "fwd"}, "gpu") is None
+    assert faster_than_trained({}, step, "gpu") is None
