@@ -111,6 +111,8 @@ def process_samples(
     offsets, graph_json_bytes = [0], 0
     keys = samples.groupby(["model_ref", "input_shape"], sort=True)["store_idx"].first()
     caches = [graph_cache or GraphCache(store / "graphs") for store in stores]
+    for cache in caches:  # a cache shared with an earlier dataset holds that one's files too
+        cache.used.clear()
     with open(out / GRAPHS_FILE, "wb") as f:
         for (ref, shape), store_idx in keys.items():
             cache = caches[store_idx]

@@ -46,7 +46,7 @@ class GraphCache:
 
     def __init__(self, root: str | Path | None = None) -> None:
         self.root = Path(root) if root else default_cache_dir()
-        # the files read or written through this instance (a processed dataset records them)
+        # the files read or written through this instance since a dataset's processing cleared it (it records them)
         self.used: set[Path] = set()
 
     @staticmethod

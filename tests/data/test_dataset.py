@@ -292,6 +292,14 @@ def test_stale_cache_is_rebuilt(built, monkeypatch) -> None:
     assert len(processed) == 4
     make()
     assert len(processed) == 4  # and recorded again
+    # one GraphCache object for two datasets: each records the files it read, not the other's too
+    from gnnperf.graph.build import GraphCache
+
+    shared = GraphCache(tmp / "graphs")
+    PerfDataset(tmp / "shared_root_a", [tmp / "store"], graph_cache=shared)
+    PerfDataset(tmp / "shared_root_b", [tmp / "small"], graph_cache=shared)
+    meta = json.loads((tmp / "shared_root_b" / "processed" / "meta.json").read_text())
+    assert list(meta["graph_files"]) == [used]
 
 
 def test_datamodule_yields_the_batch_format(built) -> None:
