@@ -119,7 +119,8 @@ def _aliases(value: Any) -> tuple[str, ...]:
     if not isinstance(value, (str, list, tuple)):
         raise ValueError(f"aliases={value!r}: expected names separated by '|' or a list of names")
     items = value.split("|") if isinstance(value, str) else list(value)
-    return tuple(str(a).strip() for a in items if str(a).strip())
+    names = [_text({"aliases": a}, "aliases") for a in items]  # YAML's `off` is a boolean, not a name
+    return tuple(a for a in names if a)
 
 
 def _build(raw: dict[str, Any], default_source: str, require: bool) -> HardwareSpec:
@@ -132,10 +133,10 @@ def _build(raw: dict[str, Any], default_source: str, require: bool) -> HardwareS
         missing = [c for c in REQUIRED_COLUMNS if raw.get(c) in (None, "")]
         if missing:
             raise ValueError(f"missing {', '.join(missing)}")
-    name = str(raw.get("name") or "").strip().lower()
+    name = _text(raw, "name").lower()
     if not _NAME_RE.match(name):
         raise ValueError(f"name {raw.get('name')!r} must be a lowercase slug such as my-gpu")
-    kind = str(raw.get("kind") or "gpu").strip().lower()
+    kind = (_text(raw, "kind") or "gpu").lower()
     if kind not in KINDS:
         raise ValueError(f"kind {kind!r} must be one of {', '.join(KINDS)}")
     threads = raw.get("threads")

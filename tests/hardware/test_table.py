@@ -212,6 +212,16 @@ def test_user_files_from_env_json_and_csv(tmp_path, monkeypatch):
             "- {name: x, vendor: {maker: amd}, peak_fp32_tflops: 1, memory_gb: 1, mem_bandwidth_gbs: 1}\n",
             "vendor={'maker': 'amd'} must be text",
         ),
+        (
+            "bool.yaml",
+            "- {name: x, aliases: [off], vendor: amd, peak_fp32_tflops: 1, memory_gb: 1, mem_bandwidth_gbs: 1}\n",
+            "aliases=False must be text",
+        ),
+        (
+            "bool.yaml",
+            "- {name: yes, vendor: amd, peak_fp32_tflops: 1, memory_gb: 1, mem_bandwidth_gbs: 1}\n",
+            "name=True must be text",
+        ),
         ("bad.yaml", "- name: x\n  vendor: nvidia\n  speed: 9\n", "unknown column(s) speed"),
         ("bad.txt", "x", "must end in"),
         ("empty.csv", "name,vendor,peak_fp32_tflops,memory_gb,mem_bandwidth_gbs\n", "no hardware entries"),
