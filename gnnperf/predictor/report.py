@@ -90,7 +90,9 @@ def print_row(row: dict) -> None:
     if row.get("thin_on_device_kind"):
         print(f"  seen in few training rows of this kind of device: {', '.join(row['thin_on_device_kind'])}")
     if row.get("faster_than_trained"):
-        print(f"  faster than anything it was trained on: {row['faster_than_trained']}")
+        print(
+            f"  faster than every row of its mode on this kind of device in training: {row['faster_than_trained']}"
+        )
     if row.get("channels_last_moot"):
         print(f"  channels_last: {NOTES['channels_last_moot'][1]}")
     if row.get("precision_predicted_as"):
@@ -165,7 +167,7 @@ NOTES = {
     ),
     "faster_than_trained": (
         "below range",
-        "faster than every training row of this timed region on the device (on its kind, where it had none)",
+        "faster than every training row of its mode on this kind of device (judged on the network's own time)",
     ),
     "unseen_op_types": ("unseen ops", "op types no training graph had"),
     "unseen_input_rank": ("input rank", "a model input of a rank no training graph had"),

@@ -426,7 +426,10 @@ def test_malformed_torchvision_csv_is_reported_cell_by_cell(tmp_path: Path) -> N
     problems = [str(p) for p in report.problems]
     ref = A100_TRAIN
     assert f"{ref}:3: column 'vgg16': 'n/a' is not a positive number; cell skipped" in problems
-    assert f"{ref}:10: last row has no line end (a truncated copy?); left out" in problems
+    assert (
+        f"{ref}:10: last row has no line end (a truncated copy? if the file is whole, end it with a line break); left out"
+        in problems
+    )
     assert any("_v2.csv: file name does not match" in p for p in problems)
     assert len(rows) == 32
     assert by_ref(rows, f"{ref}#vgg16")["n_iters"] == 8 and by_ref(rows, f"{ref}#resnet50")["n_iters"] == 9

@@ -144,24 +144,27 @@ def test_bf16_is_predicted_as_fp16_only_at_one_rate_and_when_training_barely_saw
 
 
 def test_a_prediction_faster_than_every_training_row_of_its_step_is_named() -> None:
+    import pandas as pd
+
     from gnnperf.predictor.coverage import coverage, faster_than_trained
 
-    samples = _rows((3, "h200", "amp_fp16", "sgd"), (2, "cpu-intel-xeon-1t", "fp32", "sgd"))
-    samples["iteration_time_ms"] = [3.8, 5.0, 9.0, 1.4, 2.0]
+    samples = _rows((3, "h200", "amp_fp16", "sgd"), (2, "a100-sxm4-40gb", "amp_fp16", "sgd"))
+    samples["iteration_time_ms"] = [3.8, 5.0, 9.0, 40.0, 60.0]
+    samples = pd.concat(
+        [samples, _rows((1, "cpu-intel-xeon-1t", "fp32", "sgd")).assign(iteration_time_ms=1.4)]
+    )
     trained_on = coverage(samples, KINDS)
     assert trained_on["fastest_ms"] == {
-        "device": {"h200": {"fwd+bwd+opt": 3.8}, "cpu-intel-xeon-1t": {"fwd+bwd+opt": 1.4}},
-        "kind": {"gpu": {"fwd+bwd+opt": [3.8, "h200"]}, "cpu": {"fwd+bwd+opt": [1.4, "cpu-intel-xeon-1t"]}},
+        "gpu": {"train": [3.8, "h200"]},
+        "cpu": {"train": [1.4, "cpu-intel-xeon-1t"]},
     }
-    step = {"timed": "fwd+bwd+opt", "hardware": "h200", "iteration_time_ms": 0.25}
+    step = {"mode": "train", "hardware": "a100-sxm4-40gb", "iteration_time_ms": 0.25}
     assert faster_than_trained(trained_on, step, "gpu") == (
-        "0.25 ms, under the fastest fwd+bwd+opt row of h200 in training (3.8 ms)"
+        "0.25 ms, under the fastest train row of any gpu in training (3.8 ms, h200)"
     )
+    # under the device's own fastest row (40 ms: larger models there) but not the kind's: inside what GPUs covered
+    assert faster_than_trained(trained_on, {**step, "iteration_time_ms": 20.0}, "gpu") is None
     assert faster_than_trained(trained_on, {**step, "iteration_time_ms": 3.8}, "gpu") is None
-    # a device without rows of that step (here none at all) is held to its kind's fastest
-    assert faster_than_trained(trained_on, {**step, "hardware": "a100-sxm4-40gb"}, "gpu") == (
-        "0.25 ms, under the fastest fwd+bwd+opt row of any gpu (h200) in training (3.8 ms)"
-    )
-    # no row of that timed region on the kind, or a checkpoint from before the record: nothing to say
-    assert faster_than_trained(trained_on, {**step, "timed": "fwd"}, "gpu") is None
+    # no row of that mode on the kind, or a checkpoint from before the record: nothing to say
+    assert faster_than_trained(trained_on, {**step, "mode": "infer"}, "gpu") is None
     assert faster_than_trained({}, step, "gpu") is None

@@ -189,7 +189,11 @@ def csv_rows(
                 continue  # blank line
             report.rows += 1
             if i == cut_row:
-                report.problem(ref, i, "last row has no line end (a truncated copy?); left out")
+                report.problem(
+                    ref,
+                    i,
+                    "last row has no line end (a truncated copy? if the file is whole, end it with a line break); left out",
+                )
                 continue
             if len(cells) != len(header):
                 report.problem(
