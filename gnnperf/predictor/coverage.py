@@ -132,10 +132,8 @@ def faster_than_trained(trained_on: Mapping[str, Any], row: Mapping[str, Any], k
     """``0.11 ms, under the fastest train row of any gpu in training (3.84 ms, h200)`` where ``row``'s prediction is
     faster than every training row of its mode on its kind of device, else None.
 
-    Per kind and mode, not per device or timed region: a device's own rows may all be large models (the shipped
-    predictor's T4 has only NeuSight transformers, its fastest inference row 694 ms; its GPU ``fwd+bwd`` rows, all
-    NeuSight's, start at 115 ms), and a ResNet-50 there is inside the times its GPU rows covered. Checkpoints saved
-    before the fastest rows were recorded give None.
+    Per kind and mode, not per device or timed region: the shipped predictor's T4 rows are all large transformers
+    (694 ms and up), yet a ResNet-50 there lies inside the times its GPU rows covered. Older checkpoints give None.
     """
     mode, ms = str(row["mode"]), float(row["iteration_time_ms"])
     floor, device = trained_on.get("fastest_ms", {}).get(kind, {}).get(mode, [None, None])
