@@ -119,7 +119,7 @@ def _aliases(value: Any) -> tuple[str, ...]:
     if not isinstance(value, (str, list, tuple)):
         raise ValueError(f"aliases={value!r}: expected names separated by '|' or a list of names")
     items = value.split("|") if isinstance(value, str) else list(value)
-    names = [_text({"aliases": a}, "aliases") for a in items]  # YAML's `off` is a boolean, not a name
+    names = [_as_text(a, "aliases") for a in items]  # YAML's `off` is a boolean, not a name
     return tuple(a for a in names if a)
 
 
@@ -160,9 +160,13 @@ def _build(raw: dict[str, Any], default_source: str, require: bool) -> HardwareS
 
 
 def _text(raw: dict[str, Any], column: str) -> str:
-    """A text column of a spec entry, stripped; a number is written as text (``generation: 8.6`` in YAML), a
-    mapping, list or boolean is refused rather than turned into its Python repr."""
-    value = raw.get(column)
+    """A text column of a spec entry (see :func:`_as_text`)."""
+    return _as_text(raw.get(column), column)
+
+
+def _as_text(value: Any, column: str) -> str:
+    """``value`` stripped; a number is written as text (``generation: 8.6`` in YAML), a mapping, list or boolean is
+    refused rather than turned into its Python repr."""
     if value is None:
         return ""
     if isinstance(value, bool) or not isinstance(value, (str, int, float)):
