@@ -85,14 +85,18 @@ def _ridge(tflops: float | None, bandwidth_gbs: float | None) -> float:
     return _log1p(tflops * 1e3 / bandwidth_gbs) if tflops and bandwidth_gbs else 0.0
 
 
-# NVIDIA generations whose tensor cores run TF32, at half their dense FP16 rate (A100 156 of 312, RTX 3090
-# 35.6 of 71, H100 SXM 495 of 989 TFLOP/s).
-TF32_GENERATIONS = ("ampere", "ada", "hopper", "blackwell")
+# Generations whose matrix units run TF32, at half their dense FP16 rate (A100 156 of 312, RTX 3090 35.6 of 71,
+# H100 SXM 495 of 989, MI300X 653.7 of 1307.4 TFLOP/s). PyTorch runs it on MI300 only when asked
+# (torch.set_float32_matmul_precision("high")), as on NVIDIA since 1.12.
+TF32_GENERATIONS: dict[str, tuple[str, ...]] = {
+    "nvidia": ("ampere", "ada", "hopper", "blackwell"),
+    "amd": ("cdna3",),
+}
 
 
 def peak_tf32_tflops(spec: HardwareSpec) -> float | None:
-    """Dense TF32 tensor TFLOP/s of ``spec`` (None where the device has no TF32 tensor mode)."""
-    if spec.vendor == "nvidia" and spec.generation in TF32_GENERATIONS and spec.peak_fp16_tensor_tflops:
+    """Dense TF32 matrix TFLOP/s of ``spec`` (None where the device has no TF32 matrix mode)."""
+    if spec.generation in TF32_GENERATIONS.get(spec.vendor, ()) and spec.peak_fp16_tensor_tflops:
         return spec.peak_fp16_tensor_tflops / 2
     return None
 
@@ -112,7 +116,7 @@ def precision_peak_tflops(spec: HardwareSpec, precision: str) -> float | None:
     """The data-sheet TFLOP/s of ``spec`` at ``precision``; None where the table has no such rate.
 
     None means the device has no arithmetic of its own for the precision in the table (FP16 on a GPU without
-    tensor cores, BF16 before Ampere, TF32 anywhere but NVIDIA Ampere and later): every predictor prices it at
+    tensor cores, BF16 before Ampere, TF32 but on NVIDIA Ampere and later and AMD CDNA3): every predictor prices it at
     the FP32 peak. How such a device really runs it the table does not say: the P100 has FP16 units at twice its
     FP32 rate, while the TITAN Xp's FP16 training steps in the torchvision benchmark took a median 1.2x their
     FP32 time (0.88-2.2x over 32 CNNs).

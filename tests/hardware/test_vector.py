@@ -65,6 +65,9 @@ def test_each_precision_runs_at_its_own_data_sheet_rate_or_none():
     )
     assert precision_peak_tflops(t4, "amp_fp16") == t4.peak_fp16_tensor_tflops
     assert precision_peak_tflops(t4, "amp_bf16") is None and precision_peak_tflops(t4, "tf32") is None
+    # AMD: TF32 matrix mode from CDNA3 on (MI300X data sheet: 653.7 dense), none on CDNA2
+    assert precision_peak_tflops(get_spec("mi300x"), "tf32") == 653.7
+    assert precision_peak_tflops(get_spec("mi250-gcd"), "tf32") is None
 
 
 def test_lazy_package_exports():
