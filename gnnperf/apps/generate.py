@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -29,22 +30,29 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
     settings = instantiate(cfg.measure.settings)
     number(cfg.zoo.get("seed", 0), "zoo.seed", minimum=0)
     limit = None if cfg.limit is None else number(cfg.limit, "limit", minimum=1)
+    # every value is checked before the probe writes into the store, and in a dry run
+    timeout_s = number(cfg.measure.timeout_s, "measure.timeout_s", float, minimum=1)
+    shard_every = number(cfg.shard_every, "shard_every", minimum=1)
     plan = list(plan_samples(OmegaConf.to_container(cfg.zoo), OmegaConf.to_container(cfg.workload)))
     if not plan:
         raise GnnperfError("the plan is empty: give zoo.families or zoo.models and workload.batch_sizes")
-    check_supported(plan[0].workload, settings)
+    for workload in {p.workload for p in plan}:  # a precision or layout drawn late fails now, not mid-run
+        check_supported(workload, settings)
     extra = cfg.hardware.get("file")
+    tag = cfg.hardware.get("tag")
     # the named device is looked up before a dry run, so that a typo fails it too
     named = None if cfg.hardware.name == "probe" else get_spec(cfg.hardware.name, extra)
     if named is not None:
-        check_named_device(named, settings.device)
+        if tag is not None:
+            raise GnnperfError("hardware.tag names a probed CPU; hardware.name names a table entry: give one")
+        check_named_device(named, settings)
     if cfg.dry_run:  # before the store: a dry run writes nothing
         for p in plan:
             print(p.model_ref, p.workload.batch_size, p.workload.optimizer, p.workload.precision)
         return {"planned": len(plan)}
     store = SampleStore(cfg.out_dir)  # an unwritable directory fails here, before any measurement
     if named is None:
-        spec = probe(device=settings.device, threads=settings.threads, extra=extra)
+        spec = probe(device=settings.device, threads=settings.threads, extra=extra, tag=tag)
         save_hardware_record(
             store.root, spec
         )  # probed devices are in no table: keep the record with the data
@@ -57,24 +65,31 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
         settings,
         hardware,
         software_tag(),
-        timeout_s=number(cfg.measure.timeout_s, "measure.timeout_s", float),
-        shard_every=number(cfg.shard_every, "shard_every"),
+        timeout_s=timeout_s,
+        shard_every=shard_every,
         limit=limit,
         graph_cache=GraphCache(cfg.graph_cache) if cfg.build_graphs else None,
         progress=sys.stderr.isatty(),
+        retry_failed=bool(cfg.get("retry_failed", False)),
     )
     summary = {"hardware": hardware, "planned": len(plan), **counts, "stored": len(store.read())}
     print(" ".join(f"{k}={v}" for k, v in summary.items()))
     return summary
 
 
-def check_named_device(spec, device: str) -> None:
+def check_named_device(spec, settings) -> None:
     """Refuse a named hardware entry that is not the device the harness measures on: its rows would carry its name."""
+    device = settings.device
     kind = "gpu" if str(device).startswith("cuda") else "cpu"
     if spec.kind != kind:
         raise GnnperfError(
             f"hardware.name={spec.name} is a {spec.kind}, but the measurements run on the {kind} "
             f"(measure.settings.device={device}): name the device measured, or hardware.name=probe"
+        )
+    if kind == "cpu" and spec.threads is not None and spec.threads != settings.threads:
+        raise GnnperfError(
+            f"hardware.name={spec.name} is {spec.threads} thread(s), but measure.settings.threads="
+            f"{settings.threads}: its rows would be mislabelled"
         )
     if kind == "gpu":
         import torch
@@ -89,12 +104,29 @@ def check_named_device(spec, device: str) -> None:
 
 
 def save_hardware_record(root: Path, spec) -> Path:
-    """Write ``<store>/hardware/<name>.json`` once; later probes of the same entry keep the first record."""
+    """Write ``<store>/hardware/<name>.json`` once; later probes of the same entry keep the first record.
+
+    A stored record of the name that describes another machine (cores, last-level cache, ISA, clock: see
+    ``gnnperf.hardware.probe.IDENTITY_FIELDS``) is refused, before any measurement: a cloud VM may report one
+    brand string for different host CPUs, and the two machines' rows would share one device.
+    """
     import json
 
-    from gnnperf.hardware.table import spec_to_dict
+    from gnnperf.hardware.probe import identity_differences
+    from gnnperf.hardware.table import load_table, spec_from_dict, spec_to_dict
 
     path = Path(root) / "hardware" / f"{spec.name}.json"
+    if path.exists() and spec.name not in load_table():  # a table entry is the product whatever the host
+        try:
+            stored = spec_from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, GnnperfError) as e:
+            raise GnnperfError(f"unreadable hardware record {path}: {e}") from None
+        differ = identity_differences(stored, spec)
+        if differ:
+            raise GnnperfError(
+                f"{path} describes another machine than this one ({'; '.join(differ)}, stored vs here): "
+                "write into another store, or name this one apart (gnnperf-generate: hardware.tag=NAME)"
+            )
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -108,14 +140,19 @@ def run(cfg: DictConfig) -> None:
     try:
         with user_errors("gnnperf-generate"):
             generate(cfg)
-    except KeyboardInterrupt:  # Ctrl-C or `timeout -s INT`: run_plan has flushed what it measured
+    except KeyboardInterrupt:  # Ctrl-C, `timeout -s INT`, SIGTERM: run_plan has flushed what it measured
         print(f"gnnperf-generate: interrupted; samples measured so far are in {cfg.out_dir}", file=sys.stderr)
         sys.exit(130)
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(f"signal {signum}")
 
 
 def main() -> None:
     """The ``gnnperf-generate`` command: the command line is checked (one line, exit 2, on a mistake), then Hydra runs it."""
     check_command_line("gnnperf-generate", "generate")
+    signal.signal(signal.SIGTERM, _interrupt)  # `timeout`, `kill`, a batch system: flush as on Ctrl-C
     run()
 
 

@@ -1,8 +1,12 @@
 """Dataset generation: a plan of (model, workload) pairs, measured and stored resumably.
 
 The plan is a pure function of the config (seeded), so a rerun plans the same samples and skips every
-``sample_id`` already in the store. Shards are flushed every ``shard_every`` samples and when the run stops for
-any reason, so a killed run loses at most one unflushed shard of measurements and never a stored one.
+``sample_id`` already in the store (with ``retry_failed``, every one stored as measured). The optimizer and
+precision of each sample are drawn from one stream over the whole plan: a rerun resumes only with the same
+config, and one with more models or families draws other optimizers for those already measured. Shards are
+flushed every ``shard_every`` samples and when the run ends, fails or is interrupted (Ctrl-C; ``gnnperf-generate``
+turns SIGTERM into the same), so only a killed run (SIGKILL, the out-of-memory killer) loses up to one
+unflushed shard of measurements, and never a stored one.
 """
 
 from __future__ import annotations
@@ -142,8 +146,14 @@ def run_plan(
     limit: int | None = None,
     graph_cache=None,
     progress: bool = True,
+    retry_failed: bool = False,
 ) -> dict[str, int]:
-    """Measure the samples of ``plan`` not yet in ``store``; returns counts by status (and ``skipped``)."""
+    """Measure the samples of ``plan`` not yet in ``store``; returns counts by status.
+
+    Also ``skipped`` (already stored), ``repeated`` (planned twice: measured once) and ``left`` (not reached
+    within ``limit``). With ``retry_failed``, samples stored as ``error`` or ``oom`` are measured again (the
+    store reads the latest failure, or the measurement that succeeded).
+    """
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
@@ -155,11 +165,20 @@ def run_plan(
 
     from gnnperf.measure.runner import run_measurement
 
-    done = store.existing_ids()
-    todo = [p for p in plan if identity_of(p, hardware, software) not in done]
-    if limit is not None:
-        todo = todo[: int(limit)]
-    counts: Counter[str] = Counter(skipped=len(plan) - len(todo))
+    done = store.existing_ids(status="ok") if retry_failed else store.existing_ids()
+    todo: dict[str, PlannedSample] = {}
+    counts: Counter[str] = Counter(skipped=0)
+    for p in plan:
+        key = identity_of(p, hardware, software)
+        if key in done:
+            counts["skipped"] += 1
+        elif key in todo:  # e.g. one model under two spellings that resolve alike
+            counts["repeated"] += 1
+        else:
+            todo[key] = p
+    measure = list(todo.values())[: None if limit is None else int(limit)]
+    if len(measure) < len(todo):
+        counts["left"] = len(todo) - len(measure)
     buffer: list[dict] = []
     graphs_built: set[tuple[str, tuple[int, ...]]] = set()
     columns = (
@@ -171,15 +190,15 @@ def run_plan(
     columns += (TimeElapsedColumn(), TimeRemainingColumn())
     try:
         with Progress(*columns, disable=not progress, transient=False) as bar:
-            task = bar.add_task(f"measuring on {hardware}", total=len(todo), rate="")
-            for i, p in enumerate(todo, 1):
+            task = bar.add_task(f"measuring on {hardware}", total=len(measure), rate="")
+            for i, p in enumerate(measure, 1):
                 started = time.perf_counter()
                 result = run_measurement(p.model_ref, p.workload, settings, timeout_s)
                 # wall time per sample (build, warm-up with autotuning, timing): where a device lease goes
                 log.info(
                     "%d/%d %s batch %d %s: %s %s ms, %.1f s",
                     i,
-                    len(todo),
+                    len(measure),
                     p.model_ref.split("?")[0],
                     p.workload.batch_size,
                     p.workload.precision,
@@ -195,7 +214,9 @@ def run_plan(
                     graphs_built.add((p.model_ref, p.workload.input_shape))
                     _build_graph(p, graph_cache)
                 if len(buffer) >= shard_every:
-                    store.write_shard(buffer)
+                    store.write_shard(
+                        buffer
+                    )  # interrupted right after it, finally writes them again: reads dedup
                     buffer = []
                 elapsed = bar.tasks[0].elapsed or 1e-9
                 bar.update(task, advance=1, rate=f"{i / elapsed:.2f} samples/s")

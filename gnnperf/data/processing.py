@@ -184,7 +184,10 @@ def file_signature(path: Path) -> list[int] | None:
 
 def device_specs(stores: Sequence[Path], names: list[str]) -> dict[str, HardwareSpec]:
     """Specs by device name: the stores' probe records first, then the packaged table."""
+    from gnnperf.hardware.probe import identity_differences
+
     records: dict[str, HardwareSpec] = {}
+    where: dict[str, Path] = {}
     for store in stores:
         for path in sorted((store / "hardware").glob("*.json")):
             try:
@@ -192,7 +195,14 @@ def device_specs(stores: Sequence[Path], names: list[str]) -> dict[str, Hardware
             except (OSError, ValueError, GnnperfError) as e:
                 log.warning("ignoring unreadable hardware record %s: %s", path, e)
                 continue
+            differ = identity_differences(records[spec.name], spec) if spec.name in records else []
+            if differ and spec.name in names:  # two machines' rows would be one device
+                raise GnnperfError(
+                    f"{where[spec.name]} and {path} describe different machines under one name "
+                    f"{spec.name} ({'; '.join(differ)}): leave one store out"
+                )
             records.setdefault(spec.name, spec)
+            where.setdefault(spec.name, path)
     specs = {}
     for name in names:
         if name in records:

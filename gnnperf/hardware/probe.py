@@ -157,7 +157,18 @@ def measure_device(
     return statistics.median(rates), gbs
 
 
-def _probe_cpu(threads: int | None, measure: bool) -> HardwareSpec:
+# What tells two probed devices of one brand string apart: a stored record that differs here is another machine.
+IDENTITY_FIELDS = ("vendor", "kind", "generation", "sm_count", "l2_cache_mb", "boost_clock_mhz", "threads")
+
+
+def identity_differences(a: HardwareSpec, b: HardwareSpec) -> list[str]:
+    """The identity fields in which two records of one device name differ, as ``field a vs b``."""
+    return [
+        f"{f} {getattr(a, f)} vs {getattr(b, f)}" for f in IDENTITY_FIELDS if getattr(a, f) != getattr(b, f)
+    ]
+
+
+def _probe_cpu(threads: int | None, measure: bool, tag: str | None = None) -> HardwareSpec:
     import torch
 
     if threads is not None and threads < 1:
@@ -178,7 +189,7 @@ def _probe_cpu(threads: int | None, measure: bool) -> HardwareSpec:
     cache_note = ", ".join(f"L{lvl} {mb:g} MB" for lvl, mb in sorted(caches.items()) if lvl >= 2)
     what = f"measured matmul {fp32:.3g} TFLOP/s and copy {bandwidth:.3g} GB/s" if measure else "not measured"
     return HardwareSpec(
-        name=f"cpu-{slugify(model)}-{used}t",
+        name=f"cpu-{slugify(model)}{f'-{slugify(tag)}' if tag else ''}-{used}t",
         display_name=f"{' '.join(model.split())} ({used} thread{'s' if used > 1 else ''})",
         aliases=(),
         vendor=_vendor(info),
@@ -242,7 +253,11 @@ def _probe_cuda(device: str, measure: bool, extra: str | Path | None) -> Hardwar
 
 
 def probe(
-    device: str = "cpu", threads: int | None = None, measure: bool = True, extra: str | Path | None = None
+    device: str = "cpu",
+    threads: int | None = None,
+    measure: bool = True,
+    extra: str | Path | None = None,
+    tag: str | None = None,
 ) -> HardwareSpec:
     """Describe the local ``cpu`` or ``cuda[:N]`` device; ``measure`` runs a short matmul and copy test.
 
@@ -251,12 +266,21 @@ def probe(
         threads: CPU threads for the measurement and the record name; default ``torch.get_num_threads()``.
         measure: fill peak fp32 and bandwidth from a measurement (CPU: well under 2 s).
         extra: user spec file consulted when matching a CUDA device name (checked on a CPU too).
+        tag: a CPU's name part that tells this host from another of the same brand string
+            (``cpu-intel-xeon-TAG-1t``); CPUs are named by ``/proc/cpuinfo``'s model name, which a cloud VM
+            may report alike for different host CPUs.
     """
     # read it even where unused (a CPU is described, not matched): a bad file is an error
     if extra is not None:
         load_table(extra)
+    if tag is not None and slugify(tag) != tag:
+        raise GnnperfError(f"hardware tag {tag!r}: use lower-case letters, digits and dashes")
     if device == "cpu":
-        return _probe_cpu(threads, measure)
+        return _probe_cpu(threads, measure, tag)
+    if tag is not None:
+        raise GnnperfError(
+            "a hardware tag names CPUs only: a GPU is named by its table entry or its own name"
+        )
     if re.fullmatch(r"cuda(:\d+)?", device):
         return _probe_cuda(device, measure, extra)
     raise GnnperfError(f"unknown device {device!r}: use cpu, cuda or cuda:N")

@@ -28,7 +28,15 @@ from gnnperf.errors import GnnperfError
 from gnnperf.measure.timing import median_rel_ci, result, time_cpu, time_cuda
 from gnnperf.measure.workload import MeasureSettings, Workload
 
-__all__ = ["check_supported", "classify_error", "measure", "median_rel_ci", "result", "software_tag"]
+__all__ = [
+    "build_model",
+    "check_supported",
+    "classify_error",
+    "measure",
+    "median_rel_ci",
+    "result",
+    "software_tag",
+]
 
 _CAST = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
 _AUTOCAST = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
@@ -56,6 +64,8 @@ def check_supported(workload: Workload, settings: MeasureSettings) -> None:
             )
     elif workload.h2d:
         raise GnnperfError("a timed host-to-device copy (h2d) needs a CUDA device")
+    elif workload.precision == "tf32":  # its rows would carry another label for the fp32 computation
+        raise GnnperfError("precision tf32 is a CUDA tensor-core mode: on a CPU it runs fp32; measure fp32")
 
 
 def software_tag() -> str:
@@ -105,6 +115,18 @@ def measure(
     return result(*failure)
 
 
+def build_model(spec: Any, workload: Workload) -> nn.Module:
+    """``spec``'s model with random weights drawn from seed 0, so that a re-measurement times the same numbers.
+
+    The values matter on CPUs: subnormal floats are slow there and PyTorch leaves flush-to-zero off (a small
+    GRU's fastest training steps took 30 ms at one thread, 21 ms with it on; 2026-12-04), and how many arise
+    depends on the weights. The caller's random state is left as it was.
+    """
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        return spec.build(input_shape=workload.input_shape or None)
+
+
 def classify_error(e: BaseException) -> tuple[str, str]:
     """``(status, one-line message)`` for a failed measurement: ``oom`` for out-of-memory, else ``error``."""
     text = str(e).strip()
@@ -125,7 +147,8 @@ def _fix_global_state(stack: ExitStack, workload: Workload, settings: MeasureSet
         return  # tf32 is a CUDA tensor-core mode; on CPU fp32 and tf32 are the same computation
     stack.enter_context(torch.cuda.device(device))
     precision = "tf32" if workload.precision == "tf32" else "ieee"
-    backends = [torch.backends.cuda.matmul, torch.backends.cudnn.conv]
+    # cuDNN's RNNs have their own switch, TF32 by default: an fp32 LSTM would run in TF32 without it
+    backends = [torch.backends.cuda.matmul, torch.backends.cudnn.conv, torch.backends.cudnn.rnn]
     saved = [b.fp32_precision for b in backends]
     for b in backends:
         b.fp32_precision = precision
@@ -145,10 +168,12 @@ def _measure(
 ) -> dict[str, Any]:
     cuda = device.type == "cuda"
     if cuda:
+        gc.collect()  # an earlier model kept alive by a reference cycle would count in this one's peak
+        torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)  # the peak covers weights, optimizer state and activations
     gen = torch.Generator().manual_seed(0)
     if is_spec:
-        model = model if model is not None else spec_or_model.build(input_shape=workload.input_shape or None)
+        model = model if model is not None else build_model(spec_or_model, workload)
         inputs = spec_or_model.make_inputs(workload.batch_size, workload.input_shape or None, "cpu", gen)
     else:
         model = spec_or_model

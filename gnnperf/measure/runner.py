@@ -26,13 +26,13 @@ def measure_ref(ref: str, workload: Workload, settings: MeasureSettings) -> dict
     A reference that does not resolve or a model that fails to build is status ``error``; only a request the
     machine cannot serve at all raises :class:`gnnperf.errors.GnnperfError` (see ``check_supported``).
     """
-    from gnnperf.measure.harness import check_supported, classify_error, measure, result
+    from gnnperf.measure.harness import build_model, check_supported, classify_error, measure, result
     from gnnperf.zoo.resolve import resolve
 
     check_supported(workload, settings)
     try:
         spec = resolve(ref)
-        model = spec.build(input_shape=workload.input_shape or None)
+        model = build_model(spec, workload)
     except Exception as e:  # noqa: BLE001 - a bad model costs one sample
         return result(*classify_error(e))
     return measure(spec, workload, settings, model=model)

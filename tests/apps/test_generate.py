@@ -2,21 +2,26 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 
 from gnnperf.apps import CONF_DIR
-from gnnperf.apps.generate import generate
+from gnnperf.apps.generate import generate, save_hardware_record
 from gnnperf.data.generate import plan_samples
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
+from gnnperf.hardware.probe import probe
+from gnnperf.hardware.table import spec_to_dict
+from gnnperf.measure.workload import MeasureSettings
 
 ROOT = Path(CONF_DIR).parent
 FAST = [
@@ -109,6 +114,10 @@ def test_an_unknown_hardware_name_fails_a_dry_run_too():
         ("zoo.samples_per_family=2.5", "zoo.samples_per_family: expected an integer, got 2.5"),
         ("zoo.samples_per_family=-3", "zoo.samples_per_family: expected an integer of at least 0"),
         ("workload.batch_sizes=[2,abc]", "workload.batch_sizes: expected an integer"),
+        ("measure.timeout_s=-1", "measure.timeout_s: expected a number of at least 1"),
+        ("shard_every=0", "shard_every: expected an integer of at least 1"),
+        ("workload.precisions=[fp32,tf32]", "tf32 is a CUDA tensor-core mode"),  # drawn for a later sample
+        ("hardware.tag=Host", "lower-case letters"),
     ],
 )
 def test_bad_generate_values_measure_nothing(tmp_path, override, says):
@@ -116,6 +125,51 @@ def test_bad_generate_values_measure_nothing(tmp_path, override, says):
     with pytest.raises(GnnperfError, match=says):
         generate(cfg(*FAST, f"out_dir={out}", override))
     assert not out.exists() or not SampleStore(out, readonly=True).shards()
+
+
+def test_a_named_cpu_entry_at_another_thread_count_is_refused():
+    record = ROOT / "datasets" / "cpu" / "hardware" / "cpu-intel-xeon-1t.json"  # a committed probe record
+    args = (*FAST, "dry_run=true", "hardware.name=cpu-intel-xeon-1t", f"hardware.file={record}")
+    assert generate(cfg(*args, "measure.settings.threads=1")) == {"planned": 4}
+    with pytest.raises(GnnperfError, match="is 1 thread.*measure.settings.threads=2"):
+        generate(cfg(*args, "measure.settings.threads=2"))
+
+
+def test_a_stored_record_of_another_machine_under_this_name_is_refused(tmp_path):
+    spec = probe("cpu", threads=1, measure=False)
+    save_hardware_record(tmp_path, spec)
+    save_hardware_record(tmp_path, replace(spec, peak_fp32_tflops=1.0))  # a measured figure: the same machine
+    other = replace(spec, l2_cache_mb=(spec.l2_cache_mb or 0) + 1)  # another host CPU, one brand string
+    with pytest.raises(
+        GnnperfError, match=r"another machine than this one \(l2_cache_mb .* hardware.tag=NAME"
+    ):
+        save_hardware_record(tmp_path, other)
+    stored = json.loads((tmp_path / "hardware" / f"{spec.name}.json").read_text())
+    assert stored == spec_to_dict(spec)
+
+
+def test_run_plan_measures_a_repeated_entry_once_and_retries_failures_when_asked(tmp_path, monkeypatch):
+    from gnnperf.data.generate import run_plan
+    from gnnperf.measure import runner
+    from gnnperf.measure.timing import result
+
+    outcome = {"status": "error"}
+
+    def fake(ref, workload, settings, timeout_s):
+        return result("error", "boom") if outcome["status"] == "error" else result("ok", None, [10**6] * 3)
+
+    monkeypatch.setattr(runner, "run_measurement", fake)
+    ref = "zoo:mlp?depth=2&in_features=16&width=32"
+    plan = list(
+        plan_samples({"models": [ref, ref, ref.replace("width=32", "width=64")]}, {"batch_sizes": [2]})
+    )
+    store, settings = SampleStore(tmp_path), MeasureSettings()
+    run = lambda **kw: run_plan(plan, store, settings, "cpu-x-1t", "sw", progress=False, **kw)  # noqa: E731
+    assert run(limit=1) == {"skipped": 0, "repeated": 1, "left": 1, "error": 1}
+    assert run() == {"skipped": 2, "error": 1}  # a failure stays stored as measured
+    outcome["status"] = "ok"
+    assert run(retry_failed=True) == {"skipped": 0, "repeated": 1, "ok": 2}
+    assert list(store.read()["status"]) == ["ok", "ok"]
 
 
 def test_a_dry_run_writes_nothing(tmp_path, capsys):
@@ -165,6 +219,28 @@ def test_sigkill_mid_run_then_rerun_keeps_each_sample_once(tmp_path):
     df = SampleStore(out).read(dedup=False)
     assert len(df) == 8 and df["sample_id"].is_unique
     assert kept <= set(df["sample_id"])
+
+
+def test_sigterm_mid_run_flushes_what_was_measured(tmp_path):
+    out, run_dir = tmp_path / "store", tmp_path / "run"
+    args = [
+        *FAST,
+        "zoo.samples_per_family=4",
+        "shard_every=100",
+        f"out_dir={out}",
+        f"hydra.run.dir={run_dir}",
+    ]
+    proc = _cli(*args, "measure.settings.isolate=true", start_new_session=True)  # seconds per sample
+    deadline = time.time() + 180
+    while time.time() < deadline:  # terminate once one sample is measured, none flushed (shard_every=100)
+        logs = list(run_dir.glob("*.log"))
+        if logs and " ok " in logs[0].read_text():
+            break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130 and "interrupted; samples measured so far are in" in err, err
+    assert 1 <= len(SampleStore(out).read()) < 8
 
 
 def test_sweep_through_submitit_local_launcher(tmp_path):

@@ -417,3 +417,20 @@ def test_index_devices_looks_embeddings_up_by_name(built) -> None:
         data, hardware = ds[i], ds.samples["hardware"].iloc[i]
         assert int(data.hw_id) == (0 if hardware == DEVICES[1] else -1)
         assert torch.equal(data.hw, built[0][i].hw)  # the spec vector is still the sample's own device
+
+
+def test_two_stores_with_different_machines_under_one_name_are_refused(tmp_path) -> None:
+    from dataclasses import replace
+
+    from gnnperf.apps.generate import save_hardware_record
+    from gnnperf.data.processing import device_specs
+    from gnnperf.hardware.probe import probe
+
+    spec = probe("cpu", threads=1, measure=False)
+    a, b = tmp_path / "a", tmp_path / "b"
+    save_hardware_record(a, spec)
+    save_hardware_record(b, replace(spec, peak_fp32_tflops=0.2))  # another measurement of the same machine
+    assert device_specs([a, b], [spec.name])[spec.name] == spec
+    save_hardware_record(tmp_path / "c", replace(spec, sm_count=spec.sm_count + 2))
+    with pytest.raises(GnnperfError, match=f"describe different machines under one name {spec.name}"):
+        device_specs([a, tmp_path / "c"], [spec.name])

@@ -20,6 +20,13 @@ def test_cpu_probe_names_carry_the_thread_count():
     assert hardware_vector(one).shape == hardware_vector(get_spec("rtx-3090")).shape
 
 
+def test_a_tag_names_one_host_apart_from_another_of_its_brand_string():
+    plain, tagged = (probe("cpu", threads=1, measure=False, tag=t) for t in (None, "host-b"))
+    assert tagged.name == plain.name[:-3] + "-host-b-1t"
+    with pytest.raises(GnnperfError, match="lower-case letters"):
+        probe("cpu", threads=1, measure=False, tag="Host B")
+
+
 def test_cpu_probe_default_threads_follow_torch():
     assert probe(measure=False).threads == torch.get_num_threads()
 

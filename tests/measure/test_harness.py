@@ -10,7 +10,7 @@ from torch import nn
 
 from gnnperf.errors import GnnperfError
 from gnnperf.measure import timing
-from gnnperf.measure.harness import check_supported, measure, median_rel_ci
+from gnnperf.measure.harness import build_model, check_supported, measure, median_rel_ci
 from gnnperf.measure.workload import MeasureSettings, Workload
 from gnnperf.zoo.resolve import ModelSpec, resolve
 
@@ -83,7 +83,6 @@ def assert_ok(res: dict, settings: MeasureSettings = FAST) -> None:
         {"precision": "amp_bf16", "mode": "infer"},
         {"precision": "bf16"},
         {"precision": "fp64"},
-        {"precision": "tf32"},
         {"memory_format": "channels_last"},
         {"memory_format": "channels_last", "mode": "infer"},
     ],
@@ -196,6 +195,8 @@ def test_unsupported_requests_raise() -> None:
         check_supported(Workload(batch_size=1, h2d=True), MeasureSettings())
     with pytest.raises(GnnperfError, match="one device"):
         check_supported(Workload(batch_size=1, num_devices=2), MeasureSettings())
+    with pytest.raises(GnnperfError, match="on a CPU it runs fp32"):  # the same computation, another label
+        check_supported(Workload(batch_size=1, precision="tf32"), MeasureSettings())
     if not torch.cuda.is_available():
         with pytest.raises(GnnperfError, match="CUDA is not available"):
             measure(tiny_cnn(), Workload(batch_size=1, input_shape=SHAPE), MeasureSettings(device="cuda"))
@@ -260,3 +261,13 @@ def test_settings_validation(kwargs: dict) -> None:
 def test_settings_from_dict_rejects_unknown_field() -> None:
     with pytest.raises(GnnperfError, match="did you mean: warmup"):
         MeasureSettings.from_dict({"warmpu": 3})
+
+
+def test_models_are_built_from_seed_0_and_leave_the_random_state_alone() -> None:
+    spec = resolve("zoo:mlp?depth=2&in_features=16&width=32")
+    state = torch.random.get_rng_state()
+    a, b = (build_model(spec, Workload(batch_size=1)) for _ in range(2))
+    assert torch.equal(torch.random.get_rng_state(), state)
+    assert all(
+        torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values(), strict=True)
+    )
