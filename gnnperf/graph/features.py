@@ -20,8 +20,9 @@ from gnnperf.measure.workload import MODES, OPTIMIZERS, PRECISIONS, TIMED, Workl
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
-# 2: grouped-convolution features (node `grouped`, `log_channels_per_group`); 3: IR 2; 4: IR 3
-FEATURE_VERSION = 4
+# 2: grouped-convolution features (node `grouped`, `log_channels_per_group`); 3: IR 2; 4: IR 3; 5: bytes of
+# eager kernels (views free, fused bias / GELU / SiLU / GroupNorm affine; cost.fused_groups), einsum pairwise
+FEATURE_VERSION = 5
 
 # Op types seen in exported timm/torchvision/transformers graphs; anything else is OTHER.
 OP_VOCAB: tuple[str, ...] = tuple(

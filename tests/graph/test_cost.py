@@ -144,3 +144,66 @@ def test_identity_is_folded_away_and_a_cast_to_the_dtype_it_has_stays():
         assert "Identity" not in ops[exporter]
         assert graph.meta.get("folded") == ({"Identity": 1} if exporter == "dynamo" else None)
     assert ops == {"torchscript": ["Gemm", "Relu", "Cast", "Gemm"], "dynamo": ["Gemm", "Relu", "Gemm"]}
+
+
+class Kernels(nn.Module):
+    """(B, 10, 16) through a Linear, exact GELU, SiLU, GroupNorm, and GPT-2's explicit tanh GELU."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin, self.gn = nn.Linear(16, 32), nn.GroupNorm(4, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.nn.functional.silu(torch.nn.functional.gelu(self.lin(x)))
+        y = self.gn(y.transpose(1, 2)).transpose(1, 2)
+        return 0.5 * y * (1.0 + torch.tanh(0.79788456 * (y + 0.044715 * torch.pow(y, 3.0))))  # gelu_new
+
+
+def test_ops_of_one_eager_kernel_read_their_input_and_write_their_output_once():
+    from gnnperf.graph.cost import fused_groups
+
+    graph = build_graph(spec_of(Kernels(), (10, 16), "kernels"))
+    groups = [[graph.nodes[i].op_type for i in g] for g in fused_groups(graph)]
+    assert groups == [
+        ["MatMul", "Add"],
+        ["Div", "Erf", "Add", "Mul", "Mul"],
+        ["Sigmoid", "Mul"],
+        ["InstanceNormalization", "Reshape", "Mul", "Add"],
+    ]  # the explicit formula with its Pow is PyTorch's op by op, as exported
+    batch = 3
+    costs, _ = graph_costs(graph, batch)
+    act = batch * 10 * 32 * 4  # bytes of one (B, 10, 32) fp32 tensor
+    for group in fused_groups(graph)[1:3]:  # GELU, SiLU: one read, one write
+        assert sum(costs[i].bytes_read for i in group) == act
+        assert sum(costs[i].bytes_written for i in group) == act
+    bias = [costs[i] for i in fused_groups(graph)[0]]
+    assert bias[0].bytes_written == 0 and bias[1].bytes_read == 32 * 4 and bias[1].bytes_written == act
+
+
+def test_views_move_no_bytes_and_a_reshape_after_a_transpose_copies_once():
+    costs = costs_by_op(BatchedMatMul(), (4 * 6 * 8,), 3, "bmm")  # reshape of the input, then a transpose
+    assert all(c.bytes_read == c.bytes_written == 0 for c in costs["Reshape"])
+    (t,) = costs["Transpose"]
+    assert t.bytes_written == 3 * 4 * 6 * 8 * 4
+
+
+class Einsum3(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 8, 8)
+        return torch.einsum("bij,bjk,bkl->bil", x, x, x)
+
+
+class EinsumBroadcast(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 8, 8) and a (B, 1) operand: i broadcasts
+        return torch.einsum("bij,bi->bj", x, x[:, :1, 0])
+
+
+def test_einsum_contracts_pairwise_and_takes_broadcast_sizes_from_the_larger_operand():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    batch = 2
+    with FlopCounterMode(display=False) as counter:
+        Einsum3()(torch.randn(batch, 8, 8))
+    (three,) = costs_by_op(Einsum3(), (8, 8), batch, "einsum3")["Einsum"]
+    assert three.mat_flops == counter.get_total_flops() == 2 * (2 * batch * 8**3)  # left to right, two bmm
+    (bcast,) = costs_by_op(EinsumBroadcast(), (8, 8), batch, "einsum_bcast")["Einsum"]
+    assert bcast.mat_flops == 2 * batch * 8 * 8
