@@ -306,6 +306,8 @@ def fused_groups(graph: OpGraph) -> list[list[int]]:
     ``Div, Erf, Add, Mul[, Mul]``; SiLU ``Sigmoid, Mul`` of one input; GroupNorm's ``InstanceNormalization``,
     ``Reshape``, affine ``Mul``, ``Add``. Every intermediate has no other consumer. The tanh GELU, written as ten
     ops, and explicit formulas (GPT-2's ``gelu_new`` with its ``Pow``, which PyTorch runs op by op) are not fused.
+    An ``Add`` of a parameter after any ``MatMul`` counts as its bias: right for a Linear, while an attention-score
+    bias (Swin's relative position bias after ``q @ k^T``) is a kernel of its own whose pass goes unpriced.
     """
     nodes = graph.nodes
     producer = {o: i for i, n in enumerate(nodes) for o in n.outputs}
