@@ -42,9 +42,11 @@ PY
 # 1. The timm benchmark's training step, one model per timm module, at the RTX 3090 table's batch sizes.
 timeout -s INT -k 30 "${TIMM_CAP_S:-270}" python3 -m gnnperf.apps.generate zoo=timm_rtx3090_train \
   workload=timm_train "${common[@]}" 2>&1 | tee "$out/timm.log"
+echo "timm part: exit ${PIPESTATUS[0]} (0: done; 124: stopped at the cap, what it measured is stored)" | tee "$out/status.txt"
 # 2. The first models of the CPU dataset's zoo draw (same seeds), GPU batch sizes and precisions.
 timeout -s INT -k 30 "${ZOO_CAP_S:-150}" python3 -m gnnperf.apps.generate zoo=cpu_small \
   "zoo.samples_per_family=${ZOO_PER_FAMILY:-3}" workload=gpu_train "${common[@]}" 2>&1 | tee "$out/zoo.log"
+echo "zoo part: exit ${PIPESTATUS[0]} (0: done; 124: stopped at the cap, what it measured is stored)" | tee -a "$out/status.txt"
 
 tar czf "$out/h200.tgz" "$store"
 ls -la "$store" | tail -3

@@ -1,7 +1,7 @@
 """Dataset generation: a plan of (model, workload) pairs, measured and stored resumably.
 
 The plan is a pure function of the config (seeded), so a rerun plans the same samples and skips every
-``sample_id`` already in the store (with ``retry_failed``, every one stored as measured). The optimizer and
+``sample_id`` already in the store (with ``retry_failed``, only those stored as ``ok``). The optimizer and
 precision of each sample are drawn from one stream over the whole plan: a rerun resumes only with the same
 config, and one with more models or families draws other optimizers for those already measured. Shards are
 flushed every ``shard_every`` samples and when the run ends, fails or is interrupted (Ctrl-C; ``gnnperf-generate``

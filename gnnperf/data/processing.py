@@ -25,7 +25,7 @@ from gnnperf.errors import GnnperfError, GnnperfWarning
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.features import FEATURE_VERSION
 from gnnperf.graph.ir import OpGraph
-from gnnperf.hardware.table import HardwareSpec, get_spec, spec_from_dict, spec_to_dict
+from gnnperf.hardware.table import HardwareSpec, get_spec, load_table, spec_from_dict, spec_to_dict
 from gnnperf.measure.workload import Workload, parse_timed_label
 
 log = logging.getLogger(__name__)
@@ -203,6 +203,7 @@ def device_specs(stores: Sequence[Path], names: list[str]) -> dict[str, Hardware
                 )
             records.setdefault(spec.name, spec)
             where.setdefault(spec.name, path)
+    load_table()  # a broken packaged table is that error, not "unknown hardware" for every device
     specs = {}
     for name in names:
         if name in records:

@@ -434,3 +434,14 @@ def test_two_stores_with_different_machines_under_one_name_are_refused(tmp_path)
     save_hardware_record(tmp_path / "c", replace(spec, sm_count=spec.sm_count + 2))
     with pytest.raises(GnnperfError, match=f"describe different machines under one name {spec.name}"):
         device_specs([a, tmp_path / "c"], [spec.name])
+
+
+def test_a_broken_hardware_table_is_its_own_error_not_unknown_devices(monkeypatch) -> None:
+    from gnnperf.data import processing
+
+    def broken(*args, **kwargs):
+        raise GnnperfError("specs.csv: row 4: more cells than columns (quote commas)")
+
+    monkeypatch.setattr(processing, "load_table", broken)
+    with pytest.raises(GnnperfError, match="more cells than columns"):
+        processing.device_specs([], ["rtx-3090"])
