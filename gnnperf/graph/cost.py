@@ -269,6 +269,12 @@ RULES: dict[str, Callable[[Node, list, list], tuple[float, float]]] = {
 }
 
 
+def _param_bytes(graph: OpGraph, node: Node) -> int:
+    return sum(
+        _numel(tuple(graph.params[p].shape)) * DTYPE_BYTES.get(graph.params[p].dtype, 4) for p in node.params
+    )
+
+
 def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
     """Cost of one node at ``batch_size``."""
     fixed = node.fixed_shapes or [None] * len(node.inputs)
@@ -278,7 +284,7 @@ def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
     ]
     outs = [graph.values[v].shape(batch_size) for v in node.outputs]
     pshapes = [tuple(graph.params[p].shape) for p in node.params]
-    pbytes = sum(_numel(s) * DTYPE_BYTES.get(graph.params[p].dtype, 4) for p, s in zip(node.params, pshapes))
+    pbytes = _param_bytes(graph, node)
     read = sum(_numel(s) * graph.values[v].itemsize for v, s in zip(node.inputs, ins) if v) + pbytes
     written = sum(_numel(s) * graph.values[v].itemsize for v, s in zip(node.outputs, outs))
     op = node.op_type
@@ -360,12 +366,7 @@ def fused_groups(graph: OpGraph) -> list[list[int]]:
 def _fuse(costs: list[Cost], group: list[int], graph: OpGraph) -> None:
     """One kernel: the first op reads the group's input, the last writes its output; parameters stay read."""
     for k in group[1:]:
-        costs[k].bytes_read = float(
-            sum(
-                _numel(graph.params[p].shape) * DTYPE_BYTES.get(graph.params[p].dtype, 4)
-                for p in graph.nodes[k].params
-            )
-        )
+        costs[k].bytes_read = float(_param_bytes(graph, graph.nodes[k]))
     for k in group[:-1]:
         costs[k].bytes_written = 0.0
 
