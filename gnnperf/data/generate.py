@@ -214,9 +214,8 @@ def run_plan(
                     graphs_built.add((p.model_ref, p.workload.input_shape))
                     _build_graph(p, graph_cache)
                 if len(buffer) >= shard_every:
-                    store.write_shard(
-                        buffer
-                    )  # interrupted right after it, finally writes them again: reads dedup
+                    # interrupted right after the write, `finally` writes them again: reads deduplicate
+                    store.write_shard(buffer)
                     buffer = []
                 elapsed = bar.tasks[0].elapsed or 1e-9
                 bar.update(task, advance=1, rate=f"{i / elapsed:.2f} samples/s")
