@@ -96,7 +96,10 @@ def import_source(source: str, path: str, out: str | None = None, limit: int | N
             f"no samples stored in {out}: a hardware record could not be written: {e}"
         ) from None
     if new:
-        store.write_shard(new)
+        try:  # one shard, written whole or not at all (SampleStore.write_shard)
+            store.write_shard(new)
+        except OSError as e:
+            raise GnnperfError(f"no samples stored in {out}: the shard could not be written: {e}") from None
     result.update(
         written=len(new),
         already_stored=len(rows) - len(new),

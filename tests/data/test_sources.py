@@ -228,6 +228,27 @@ def test_import_that_cannot_write_a_hardware_record_stores_no_samples(
     assert SampleStore(store, readonly=True).read().empty  # no samples whose hardware has no record
 
 
+def test_import_that_cannot_write_its_shard_is_one_line_and_keeps_the_store(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from gnnperf.cli import main
+
+    file = TIMM / "head" / "benchmark-infer-fp32-nchw-pt240-cpu-i7_12700h-dynamo.csv"
+    store = tmp_path / "store"
+    argv = ["data", "import", "timm-benchmark", str(file), "--out", str(store), "--limit", "3"]
+    assert main(argv) == 0
+    before = SampleStore(store, readonly=True).read()
+
+    def full(self, rows):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(SampleStore, "write_shard", full)
+    assert main([*argv[:-1], "5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no samples stored" in err[0] and "No space left" in err[0]
+    pd.testing.assert_frame_equal(SampleStore(store, readonly=True).read(), before)
+
+
 def test_cli_bad_path_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
     from gnnperf.cli import main
 
@@ -291,7 +312,7 @@ def test_neusight_label_maps_to_hardware_batch_seq_and_ms(ns_all) -> None:
     assert (r["mode"], r["timed"], r["optimizer"], r["precision"], r["num_devices"]) == (
         "train", "fwd+bwd", "none", "fp32", 1
     )  # fmt: skip
-    mi250 = by_ref(rows, "label/AMD_Instinct_MI250/bert_large-inf-512-8.json")
+    mi250 = by_ref(rows, "label/AMD_Instinct_MI250/gpt2_large-inf-1024-8.json")
     assert (mi250["hardware"], mi250["mode"], mi250["timed"]) == ("mi250-gcd", "infer", "fwd")
     # the L4 switch4 label names a config NeuSight does not ship
     assert any("hf config not found" in str(p) and "switch4.json" in str(p) for p in report.problems)
@@ -299,8 +320,8 @@ def test_neusight_label_maps_to_hardware_batch_seq_and_ms(ns_all) -> None:
 
 def test_neusight_fusion_and_megatron_rows_are_marked(ns_all) -> None:
     rows, _ = ns_all
-    fused = by_ref(rows, "label/NVIDIA_L4/bert_large-inf-512-8-fusion.json")
-    plain = by_ref(rows, "label/NVIDIA_L4/bert_large-inf-512-8.json")
+    fused = by_ref(rows, "label/NVIDIA_L4/gpt2_large-inf-1024-8-fusion.json")
+    plain = by_ref(rows, "label/NVIDIA_L4/gpt2_large-inf-1024-8.json")
     assert fused["software"] == plain["software"] + "+compile" and fused["sample_id"] != plain["sample_id"]
     multi = [r for r in rows if r["num_devices"] > 1]
     assert {r["source_ref"].rsplit("-", 1)[-1] for r in multi} == {"dp4.json", "tp4.json", "pp4_1.json"}
@@ -439,7 +460,7 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
     shutil.copytree(NEUSIGHT / "data" / "DLmodel_configs", tmp_path / "data" / "DLmodel_configs")
     device = tmp_path / "label" / "NVIDIA_L4"
     device.mkdir(parents=True)
-    for name in ("gpt2_large-train-1024-1.json", "bert_large-inf-512-8-fusion.json"):
+    for name in ("gpt2_large-train-1024-1.json", "gpt2_large-inf-1024-8-fusion.json"):
         shutil.copy(NEUSIGHT / "label" / "NVIDIA_L4" / name, device / name)
     (device / "gpt2_large-inf-1024-4.json").write_text('{\n "num_layer": 36,\n "e2e_latency": 12')
     (device / "gpt2_large-inf-1024-8.json").write_text('{"num_layer": 36, "e2e_latency": "fast"}')
@@ -457,7 +478,7 @@ def test_malformed_neusight_labels_are_reported(tmp_path: Path) -> None:
     rows, report = read_source("neusight", tmp_path)
     problems = [str(p) for p in report.problems]
     assert sorted(r["source_ref"].rsplit("/", 1)[-1] for r in rows) == [
-        "bert_large-inf-512-8-fusion.json", "gpt2_large-train-1024-1.json", "gpt2_large-train-1024-2.json"
+        "gpt2_large-inf-1024-8-fusion.json", "gpt2_large-train-1024-1.json", "gpt2_large-train-1024-2.json"
     ]  # fmt: skip
     assert any(p.startswith("label/NVIDIA_L4/gpt2_large-inf-1024-4.json:3: not valid JSON") for p in problems)
     assert any(
@@ -520,3 +541,68 @@ def test_csv_row_numbers_are_line_numbers_whatever_the_cells_hold(tmp_path: Path
     header, rows = csv_rows(table, "t.csv", ImportReport("test"))
     assert header == ["model", "ms"]
     assert [(i, cells[0]) for i, cells in rows] == [(1, "a"), (2, "b"), (3, "c"), (5, "d")]
+
+
+def test_neusight_bert_inference_timed_another_model_than_hf_builds(ns_all) -> None:
+    rows, report = ns_all
+    # trace.py::get_model: BERT inference ran BertForSequenceClassification, not the config's BertLMHeadModel
+    bert_modes = {r["mode"] for r in rows if r["family"] == "bert"}
+    assert bert_modes == {"train"}  # trained as AutoModelForPreTraining: the config's model, kept
+    problems = [str(p) for p in report.problems]
+    assert any(
+        p.startswith("label/NVIDIA_L4/bert_large-inf-512-8.json: NeuSight timed BERT inference as "
+                     "BertForSequenceClassification") for p in problems
+    )  # fmt: skip
+
+
+def test_neusight_latency_written_as_a_string_is_refused(tmp_path: Path) -> None:
+    # a hand-edited label: trace.py writes numbers
+    shutil.copytree(NEUSIGHT / "data" / "DLmodel_configs", tmp_path / "data" / "DLmodel_configs")
+    device = tmp_path / "label" / "NVIDIA_L4"
+    device.mkdir(parents=True)
+    (device / "gpt2_large-inf-1024-4.json").write_text('{"e2e_latency": "5.0"}')
+    rows, report = read_source("neusight", tmp_path)
+    assert not rows and [str(p) for p in report.problems] == [
+        "label/NVIDIA_L4/gpt2_large-inf-1024-4.json: no positive e2e_latency ('5.0')"
+    ]
+
+
+def test_a_byte_that_is_not_utf8_loses_its_row_only(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(timm_csv, "CHECK_PARAMS", False)
+    lines = (TIMM / "head" / TIMM_TRAIN).read_bytes().splitlines()
+    table = tmp_path / "head" / TIMM_TRAIN
+    table.parent.mkdir()
+    name = lines[3].split(b",")[0]
+    table.write_bytes(
+        b"\n".join([*lines[:3], lines[3].replace(name, name + b"\xe9", 1), *lines[4:8]]) + b"\n"
+    )
+    rows, report = read_source("timm-benchmark", tmp_path)
+    assert [str(p) for p in report.problems] == [
+        f"head/{TIMM_TRAIN}:3: row is not UTF-8 text (a damaged byte?); left out"
+    ]
+    assert len(rows) == 6 and report.rows == 7
+    table.write_bytes("\n".join(x.decode() for x in lines[:4]).encode("utf-16") + b"\n")  # another encoding
+    rows, report = read_source("timm-benchmark", tmp_path)
+    assert not rows and [str(p) for p in report.problems] == [
+        f"head/{TIMM_TRAIN}: cannot read: the header is not UTF-8 text (another encoding?)"
+    ]
+
+
+def test_folder_names_that_are_not_utf8_are_escaped_not_a_traceback(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from gnnperf.cli import main
+
+    monkeypatch.setattr(timm_csv, "CHECK_PARAMS", False)
+    lines = (TIMM / "head" / TIMM_TRAIN).read_text().splitlines()
+    folder = Path(os.fsdecode(os.fsencode(tmp_path) + b"/h\xffd"))  # e.g. a Latin-1 name on a UTF-8 system
+    folder.mkdir()
+    (folder / TIMM_TRAIN).write_text("\n".join(lines[:4]) + "\n")
+    (folder / TIMM_TRAIN.replace("rtx3090", "abacus")).write_text("\n".join(lines[:4]) + "\n")
+    store = tmp_path / "store"
+    assert main(["data", "import", "timm-benchmark", str(folder), "--out", str(store)]) == 0
+    assert (
+        "h\\xffd/benchmark-train-amp-nchw-pt112-cu113-abacus.csv: unknown device" in capsys.readouterr().out
+    )
+    refs = set(SampleStore(store, readonly=True).read()["source_ref"])
+    assert refs == {f"h\\xffd/{TIMM_TRAIN}#row{i}" for i in (1, 2, 3)}

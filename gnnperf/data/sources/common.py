@@ -60,7 +60,8 @@ class ImportReport:
     limit_reached: bool = False
 
     def problem(self, file: str, row: int | None, reason: str) -> None:
-        self.problems.append(Problem(file, row, reason))
+        # a folder name may not be UTF-8: printed and stored escaped
+        self.problems.append(Problem(printable(file), row, printable(reason)))
 
     def skip_file(self, file: str, reason: str, row: int | None = None) -> None:
         self.files_skipped += 1
@@ -139,7 +140,13 @@ def table_files(path: Path, pattern: str) -> list[Path]:
 def ref_name(file: Path, parts: int) -> str:
     """The last ``parts`` components of ``file`` joined by ``/``: a ``source_ref`` that does not depend on
     which folder level the user pointed at (``head/benchmark-...csv``)."""
-    return "/".join(file.parts[-parts:])
+    return printable("/".join(file.parts[-parts:]))
+
+
+def printable(text: str) -> str:
+    """``text`` with the bytes of a name that is not UTF-8 (``os.fsdecode``'s surrogates) written as ``\\xff``: as it
+    is, such a name can be neither printed nor stored in a shard."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def csv_rows(
@@ -149,17 +156,20 @@ def csv_rows(
 
     Each line is one row, parsed on its own: the public tables quote nothing across lines, so a stray quote
     spoils its own row only, not every row after it, and row numbers stay line numbers. Rows with a different
-    number of cells than the header (a file cut mid-row, a stray comma), that do not parse, or a last row without
-    a line end are reported and left out. An unreadable or empty file is reported as skipped and gives ``None``.
+    number of cells than the header (a file cut mid-row, a stray comma), that are not UTF-8 text (a damaged byte)
+    or do not parse, or a last row without a line end are reported and left out. An unreadable or empty file, or one
+    whose header is not UTF-8, is reported as skipped and gives ``None``.
     """
     try:
-        # utf-8-sig: a byte-order mark would otherwise become part of the first column's name. Lines end at \n, \r\n
-        # or \r only: str.splitlines() also breaks at form feeds and U+2028, and row numbers would drift.
-        with open(file, encoding="utf-8-sig", newline=None) as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
+        data = Path(file).read_bytes()
+    except OSError as e:
         report.skip_file(ref, f"cannot read: {e}")
         return None
+    # Decoded line by line in effect: a byte that is not UTF-8 spoils its own row, not the whole file. A byte-order
+    # mark would otherwise become part of the first column's name. Lines end at \n, \r\n or \r only:
+    # str.splitlines() also breaks at form feeds and U+2028, and row numbers would drift.
+    text = data.decode("utf-8", errors="surrogateescape").removeprefix("\ufeff")
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
     lines = text.split("\n")  # a last empty line is skipped as blank
     # Every published table ends with a line end; a last row without one may be a copy cut mid-number (a time
     # "12.3" cut to "12" still parses), so it is reported and left out.
@@ -168,6 +178,9 @@ def csv_rows(
     def parse(line: str) -> list[str]:
         return next(csv.reader([line]), [])
 
+    if not is_utf8(lines[0]):
+        report.skip_file(ref, "cannot read: the header is not UTF-8 text (another encoding?)")
+        return None
     try:
         header = [c.strip() for c in parse(lines[0])] if lines else []
     except csv.Error as e:
@@ -179,6 +192,10 @@ def csv_rows(
 
     def rows() -> Iterator[tuple[int, list[str]]]:
         for i, line in enumerate(lines[1:], start=1):
+            if not is_utf8(line):
+                report.rows += 1
+                report.problem(ref, i, "row is not UTF-8 text (a damaged byte?); left out")
+                continue
             try:
                 cells = parse(line)
             except csv.Error as e:
@@ -203,6 +220,15 @@ def csv_rows(
             yield i, [c.strip() for c in cells]
 
     return header, rows()
+
+
+def is_utf8(line: str) -> bool:
+    """Whether ``line`` (decoded with ``surrogateescape``) holds only UTF-8 text: no byte escaped as a surrogate."""
+    try:
+        line.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 # Plain decimal notation, as the public tables write numbers. float() would also take "nan", "inf", "1_000" and
