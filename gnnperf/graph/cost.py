@@ -11,7 +11,8 @@ Transpose's bytes). An op type without a rule costs nothing and is reported in :
 Bytes are those of PyTorch's eager kernels, not of the ONNX ops: where the exporter writes one kernel as several
 ops (a Linear's bias add, GELU, SiLU, GroupNorm's affine; :func:`fused_groups`), the group reads its input once
 and writes its output once (``FEATURE_VERSION`` 5; before, every op read and wrote its whole tensor: ConvNeXt-T's
-training graph moved 44.0 GB at batch 64, now 18.7). Not fused: attention that PyTorch runs as
+training graph moved 44.0 GB at batch 64, now 18.7; ``FEATURE_VERSION`` 6 adds slicing, ``expand`` and ``select``
+to the views and prices a Gather by the rows it picks). Not fused: attention that PyTorch runs as
 one scaled-dot-product kernel is priced as the exported MatMul / Softmax / MatMul, with its score matrix.
 """
 
@@ -159,8 +160,12 @@ MOVEMENT = set(
         "Einsum",
     ]
 ) - {"Einsum"}
-# Ops PyTorch runs as views of their input: no kernel, no bytes (``x.view``, ``flatten``, ``squeeze``, ``split``).
-VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Split"})
+# Ops PyTorch runs as views of their input: no kernel, no bytes (``x.view``, ``flatten``, ``squeeze``, ``split``,
+# basic slicing ``x[:, a:b]``, ``expand``; a Gather of one constant index is ``x[:, 0]``, also a view: _gather). The
+# copy comes where a consumer needs the view contiguous, and is priced only where that consumer is a Transpose
+# (a reshape after it copies once: the Transpose's bytes); a Slice with a negative step (``flip``, a copy in
+# PyTorch) is taken for a view too: the IR keeps no constant values.
+VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Split", "Slice", "Expand"})
 
 
 def _numel(shape: Shape | None) -> int:
@@ -275,6 +280,20 @@ def _param_bytes(graph: OpGraph, node: Node) -> int:
     )
 
 
+def _gather_bytes(graph: OpGraph, node: Node, ins: list, written: int) -> tuple[int, int]:
+    """(read, written) of a Gather: the rows it picks and its indices, not the whole table or tensor.
+
+    One constant index (``x[:, 0]``, a class token) is PyTorch's ``select``, a view: no bytes. Otherwise
+    ``index_select`` / an embedding lookup reads as many elements as it writes, and the indices.
+    """
+    if not node.inputs[1] and len(ins[1]) == 0:
+        return 0, 0
+    index = _numel(ins[1]) * (
+        graph.values[node.inputs[1]].itemsize if node.inputs[1] else DTYPE_BYTES["int64"]
+    )
+    return written + index, written
+
+
 def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
     """Cost of one node at ``batch_size``."""
     fixed = node.fixed_shapes or [None] * len(node.inputs)
@@ -290,6 +309,8 @@ def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
     op = node.op_type
     if op in VIEWS:
         read = written = 0
+    elif op == "Gather" and _has(ins, 1):
+        read, written = _gather_bytes(graph, node, ins, written)
     cost = Cost(bytes_read=float(read), bytes_written=float(written), params=sum(map(_numel, pshapes)))
     if op in RULES:
         cost.mat_flops, cost.flops = RULES[op](node, ins, outs)
@@ -312,8 +333,9 @@ def fused_groups(graph: OpGraph) -> list[list[int]]:
     ``Div, Erf, Add, Mul[, Mul]``; SiLU ``Sigmoid, Mul`` of one input; GroupNorm's ``InstanceNormalization``,
     ``Reshape``, affine ``Mul``, ``Add``. Every intermediate has no other consumer. The tanh GELU, written as ten
     ops, and explicit formulas (GPT-2's ``gelu_new`` with its ``Pow``, which PyTorch runs op by op) are not fused.
-    An ``Add`` of a parameter after any ``MatMul`` counts as its bias: right for a Linear, while an attention-score
-    bias (Swin's relative position bias after ``q @ k^T``) is a kernel of its own whose pass goes unpriced.
+    An ``Add`` after a ``MatMul`` is its bias when the parameter holds one value per output feature; an
+    attention-score bias (Swin's relative position bias after ``q @ k^T``) is a kernel of its own (until
+    ``FEATURE_VERSION`` 6 any parameter counted as a bias, and that pass went unpriced).
     """
     nodes = graph.nodes
     producer = {o: i for i, n in enumerate(nodes) for o in n.outputs}
@@ -332,12 +354,18 @@ def fused_groups(graph: OpGraph) -> list[list[int]]:
         users = consumers.get(out[0], []) if len(out) == 1 else []
         return users[0] if len(users) == 1 and nodes[users[0]].op_type in ops else None
 
+    def is_bias(add: int, matmul: int) -> bool:
+        """The Add's parameter is one value per output feature, as a Linear's bias (not a (heads, N, N) score bias)."""
+        fixed = [f for v, f in zip(nodes[add].inputs, nodes[add].fixed_shapes) if not v and f is not None]
+        features = graph.values[nodes[matmul].outputs[0]].shape(1)[-1:]
+        return len(fixed) == 1 and math.prod(fixed[0]) == math.prod(features)
+
     groups: list[list[int]] = []
     for i, n in enumerate(nodes):
         op = n.op_type
         if op == "MatMul":
             j = sole(i, "Add")
-            if j is not None and nodes[j].params and len(data(j)) == 1:
+            if j is not None and nodes[j].params and len(data(j)) == 1 and is_bias(j, i):
                 groups.append([i, j])
         elif op == "Sigmoid" and not n.params and len(data(i)) == 1:
             j = sole(i, "Mul")

@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data
 
 # 2: grouped-convolution features (node `grouped`, `log_channels_per_group`); 3: IR 2; 4: IR 3; 5: bytes of
-# eager kernels (views free, fused bias / GELU / SiLU / GroupNorm affine; cost.fused_groups), einsum pairwise
-FEATURE_VERSION = 5
+# eager kernels (views free, fused bias / GELU / SiLU / GroupNorm affine; cost.fused_groups), einsum pairwise;
+# 6: Slice, Expand and a one-index Gather are views, a Gather reads the rows it picks, a bias is one per feature
+FEATURE_VERSION = 6
 
 # Op types seen in exported timm/torchvision/transformers graphs; anything else is OTHER.
 OP_VOCAB: tuple[str, ...] = tuple(

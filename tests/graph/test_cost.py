@@ -1,5 +1,7 @@
 """Per-op FLOPs against hand-derived formulas."""
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -207,3 +209,43 @@ def test_einsum_contracts_pairwise_and_takes_broadcast_sizes_from_the_larger_ope
     assert three.mat_flops == counter.get_total_flops() == 2 * (2 * batch * 8**3)  # left to right, two bmm
     (bcast,) = costs_by_op(EinsumBroadcast(), (8, 8), batch, "einsum_bcast")["Einsum"]
     assert bcast.mat_flops == 2 * batch * 8 * 8
+
+
+class Views(nn.Module):
+    """Token ids (B, 10) through an embedding; a MatMul with a (10, 10) score bias; a slice, a select, an expand."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.emb, self.cls = nn.Embedding(1000, 16), nn.Parameter(torch.zeros(1, 1, 16))
+        self.score_bias = nn.Parameter(torch.zeros(10, 10))
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        x = self.emb(ids)
+        scores = x @ x.transpose(1, 2) + self.score_bias
+        y = torch.cat([self.cls.expand(x.shape[0], -1, -1), scores.softmax(-1) @ x], dim=1)
+        return y[:, 1:].sum(1) + y[:, 0] + x.amax(1, keepdim=True).expand(-1, 4, -1).sum(1)
+
+
+def test_slices_expands_and_selects_are_views_and_a_gather_reads_the_rows_it_picks():
+    spec = dataclasses.replace(spec_of(Views(), (10,), "views"), input_kind="tokens", vocab_size=1000)
+    graph = build_graph(spec)
+    batch = 3
+    costs, _ = graph_costs(graph, batch)
+    by_op: dict = {}
+    for node, c in zip(graph.nodes, costs):
+        by_op.setdefault(node.op_type, []).append(c)
+    for op in ("Slice", "Expand"):
+        assert by_op[op] and all(c.bytes_read == c.bytes_written == 0 for c in by_op[op]), op
+    select, lookup = sorted(by_op["Gather"], key=lambda c: c.bytes_written)
+    assert select.bytes_read == select.bytes_written == 0  # y[:, 0]
+    rows = batch * 10 * 16 * 4
+    assert (
+        lookup.bytes_written == rows and lookup.bytes_read == rows + batch * 10 * 8
+    )  # not the 1000-row table
+    # the (10, 10) parameter after q @ k^T is no Linear bias: its Add reads the scores, the MatMul writes them
+    from gnnperf.graph.cost import fused_groups
+
+    assert not [g for g in fused_groups(graph) if graph.nodes[g[0]].op_type == "MatMul"]
+    scores = batch * 10 * 10 * 4
+    (add,) = [c for n, c in zip(graph.nodes, costs) if n.op_type == "Add" and n.params]
+    assert add.bytes_read == scores + 10 * 10 * 4 and add.bytes_written == scores
