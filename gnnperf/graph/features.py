@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data
 
 # 2: grouped-convolution features (node `grouped`, `log_channels_per_group`); 3: IR 2; 4: IR 3; 5: bytes of
-# eager kernels (views free, fused bias / GELU / SiLU / GroupNorm affine; cost.fused_groups), einsum pairwise;
+# eager kernels (views free, fused bias / GELU / SiLU / GroupNorm affine; kernels.fused_groups), einsum pairwise;
 # 6: Slice, Expand and a one-index Gather are views, a Gather reads the rows it picks, a bias is one per feature
 FEATURE_VERSION = 6
 

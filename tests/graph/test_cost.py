@@ -162,7 +162,7 @@ class Kernels(nn.Module):
 
 
 def test_ops_of_one_eager_kernel_read_their_input_and_write_their_output_once():
-    from gnnperf.graph.cost import fused_groups
+    from gnnperf.graph.kernels import fused_groups
 
     graph = build_graph(spec_of(Kernels(), (10, 16), "kernels"))
     groups = [[graph.nodes[i].op_type for i in g] for g in fused_groups(graph)]
@@ -243,7 +243,7 @@ def test_slices_expands_and_selects_are_views_and_a_gather_reads_the_rows_it_pic
         lookup.bytes_written == rows and lookup.bytes_read == rows + batch * 10 * 8
     )  # not the 1000-row table
     # the (10, 10) parameter after q @ k^T is no Linear bias: its Add reads the scores, the MatMul writes them
-    from gnnperf.graph.cost import fused_groups
+    from gnnperf.graph.kernels import fused_groups
 
     assert not [g for g in fused_groups(graph) if graph.nodes[g[0]].op_type == "MatMul"]
     scores = batch * 10 * 10 * 4
