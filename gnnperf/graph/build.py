@@ -287,7 +287,7 @@ def _source_digest(spec: ModelSpec) -> str | None:
 
     path = None
     if spec.ref.startswith("hf:"):
-        path = Path(spec.ref[3:])
+        path = Path(spec.ref[3:].partition("?")[0])  # hf:PATH?class=NAME
     elif spec.ref.rpartition(":")[0].endswith(".py"):  # path/to/file.py:factory
         path = Path(spec.ref.rpartition(":")[0])
     elif spec.input_kind != "onnx" and spec.ref.split(":")[0] not in ("timm", "torchvision", "zoo"):

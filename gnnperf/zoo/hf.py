@@ -1,7 +1,8 @@
 """``hf:PATH/TO/config.json`` references: a transformers text model built from a config with random weights.
 
-``transformers`` builds the class named in ``architectures`` (else the base model) with ``from_config`` and eager
-attention; a deep stack can be built shallower (``ModelSpec.num_layers``, :mod:`gnnperf.graph.repeat`). Only the
+``transformers`` builds the class named in ``architectures`` (else the base model), or the one a reference names
+(``hf:PATH?class=BertForSequenceClassification``: the head a run used, which a hub config often does not name), with
+``from_config`` and eager attention; a deep stack can be built shallower (``ModelSpec.num_layers``, :mod:`gnnperf.graph.repeat`). Only the
 first output (the logits) is priced (:class:`HFLogits`).
 """
 
@@ -18,7 +19,14 @@ from gnnperf.zoo.resolve import ModelSpec
 
 
 def hf_spec(path: str) -> ModelSpec:
-    """The spec of ``hf:PATH``: the transformers class a config names, with random weights (see the module doc)."""
+    """The spec of ``hf:PATH[?class=NAME]``: the transformers class a config (or the reference) names, with random
+    weights (see the module doc). A ``?`` in the reference starts its query, as in ``zoo:`` references."""
+    path, _, query = path.partition("?")
+    key, _, class_name = query.partition("=")
+    if query and (key != "class" or not class_name):
+        raise GnnperfError(
+            f"hf:{path}?{query}: the only option of an hf: reference is class=NAME (a transformers class)"
+        )
     p = Path(path)
     try:
         cfg = json.loads(p.read_text())
@@ -54,16 +62,16 @@ def hf_spec(path: str) -> ModelSpec:
     archs = cfg.get("architectures") or []
     if not isinstance(archs, list) or not all(isinstance(a, str) for a in archs):
         raise GnnperfError(f"hf config {path}: 'architectures' must be a list of class names, got {archs!r}")
-    cls = getattr(transformers, archs[0], None) if archs else None
-    if archs and cls is None:
-        raise GnnperfError(f"hf config {path}: transformers has no class '{archs[0]}' (its 'architectures')")
+    name = class_name or (archs[0] if archs else None)
+    named_by = "the reference's class=" if class_name else "its 'architectures'"
+    cls = getattr(transformers, name, None) if name else None
+    if name and cls is None:
+        raise GnnperfError(f"hf config {path}: transformers has no class '{name}' ({named_by})")
     if cls is not None and not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
-        raise GnnperfError(
-            f"hf config {path}: '{archs[0]}' (its 'architectures') is not a transformers model class"
-        )
+        raise GnnperfError(f"hf config {path}: '{name}' ({named_by}) is not a transformers model class")
     if cls is not None and cls.config_class is not None and not isinstance(config, cls.config_class):
         raise GnnperfError(
-            f"hf config {path}: '{archs[0]}' (its 'architectures') takes a {cls.config_class.__name__}, not the "
+            f"hf config {path}: '{name}' ({named_by}) takes a {cls.config_class.__name__}, not the "
             f"{type(config).__name__} of model_type '{cfg['model_type']}'"
         )
     try:
@@ -91,7 +99,7 @@ def hf_spec(path: str) -> ModelSpec:
     is_encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     positions = getattr(config, "max_position_embeddings", None)
     return ModelSpec(
-        ref=f"hf:{path}",
+        ref=f"hf:{path}" + (f"?class={class_name}" if class_name else ""),
         family=cfg["model_type"],
         input_kind="tokens",
         default_input_shape=(min(int(positions or 512), 512),),

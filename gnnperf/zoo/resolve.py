@@ -3,8 +3,8 @@
 Forms (GUIDE "Model reference"):
 
 - ``timm:NAME`` (deprecated aliases resolve through timm), ``torchvision:NAME``
-- ``hf:PATH/TO/config.json``: ``transformers`` builds the class named in ``architectures`` (else the base
-  model) with ``from_config``; deep configs can be built shallower (see ``ModelSpec.num_layers``)
+- ``hf:PATH/TO/config.json[?class=NAME]``: ``transformers`` builds the class named in ``architectures`` (else the
+  base model), or ``NAME``, with ``from_config``; deep configs can be built shallower (see ``ModelSpec.num_layers``)
 - ``zoo:FAMILY?key=value&...``: a parametric family from :mod:`gnnperf.zoo.registry`
 - ``path/to/model.onnx``: an existing ONNX graph (nothing to build)
 - ``package.module:factory``: a callable returning an ``nn.Module``

@@ -388,3 +388,31 @@ def test_a_python_file_that_cannot_give_a_model_is_one_error(ref, says, tmp_path
     monkeypatch.chdir(tmp_path)
     with pytest.raises(GnnperfError, match=says):
         resolve(ref)
+
+
+def test_an_hf_reference_can_name_the_class_a_run_used(tmp_path):
+    # NeuSight timed BERT inference with a classification head that its config (BertLMHeadModel) does not name
+    cfg = {
+        "model_type": "bert",
+        "architectures": ["BertLMHeadModel"],
+        "num_hidden_layers": 2,
+        "hidden_size": 64,
+    }
+    cfg.update(num_attention_heads=4, intermediate_size=128, vocab_size=500, max_position_embeddings=64)
+    path = tmp_path / "bert.json"
+    path.write_text(json.dumps(cfg))
+    ref = f"hf:{path}?class=BertForSequenceClassification"
+    spec = resolve(ref)
+    assert spec.ref == ref and type(spec.build().m).__name__ == "BertForSequenceClassification"
+    graph, lm = build_graph(ref, (16,)), build_graph(f"hf:{path}", (16,))
+    (logits,) = [graph.values[o] for o in graph.nodes[-1].outputs]
+    assert logits.shape(3) == (3, 2)  # two labels, not (batch, seq, vocab) as the LM head's
+    assert summarize(graph, 3)["flops"] < summarize(lm, 3)["flops"]
+    for query, message in [
+        ("class=BertNope", "transformers has no class 'BertNope' \\(the reference's class=\\)"),
+        ("class=GPT2ForSequenceClassification", "takes a GPT2Config, not the BertConfig"),
+        ("head=cls", "the only option of an hf: reference is class=NAME"),
+        ("class=", "the only option of an hf: reference is class=NAME"),
+    ]:
+        with pytest.raises(GnnperfError, match=message):
+            resolve(f"hf:{path}?{query}")
