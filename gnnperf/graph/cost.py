@@ -9,11 +9,11 @@ Transpose's bytes). An op type without a rule costs nothing and is reported in :
 :func:`graph_costs`.
 
 Bytes are those of PyTorch's eager kernels, not of the ONNX ops: where the exporter writes one kernel as several
-ops (a Linear's bias add, GELU, SiLU, GroupNorm's affine; :func:`gnnperf.graph.kernels.fused_groups`), the group reads its input once
-and writes its output once (``FEATURE_VERSION`` 5; before, every op read and wrote its whole tensor: ConvNeXt-T's
-training graph moved 44.0 GB at batch 64, now 18.7; ``FEATURE_VERSION`` 6 adds slicing, ``expand`` and ``select``
-to the views and prices a Gather by the rows it picks). Not fused: attention that PyTorch runs as
-one scaled-dot-product kernel is priced as the exported MatMul / Softmax / MatMul, with its score matrix.
+ops (a Linear's bias add, GELU, SiLU, GroupNorm's affine; :func:`gnnperf.graph.kernels.fused_groups`), the group
+reads its input once and writes its output once (``FEATURE_VERSION`` 5; before, every op read and wrote its whole
+tensor: ConvNeXt-T's training graph moved 44.0 GB at batch 64, now 18.7; ``FEATURE_VERSION`` 6 adds slicing,
+``expand`` and ``select`` to the views and prices a Gather by the rows it picks). Not fused: attention that PyTorch
+runs as one scaled-dot-product kernel is priced as the exported MatMul / Softmax / MatMul, with its score matrix.
 """
 
 from __future__ import annotations
@@ -162,7 +162,7 @@ MOVEMENT = set(
     ]
 ) - {"Einsum"}
 # Ops PyTorch runs as views of their input: no kernel, no bytes (``x.view``, ``flatten``, ``squeeze``, ``split``,
-# basic slicing ``x[:, a:b]``, ``expand``; a Gather of one constant index is ``x[:, 0]``, also a view: _gather). The
+# basic slicing ``x[:, a:b]``, ``expand``; a Gather of one constant index is ``x[:, 0]``, also a view: _gather_bytes). The
 # copy comes where a consumer needs the view contiguous, and is priced only where that consumer is a Transpose
 # (a reshape after it copies once: the Transpose's bytes); a Slice with a negative step (``flip``, a copy in
 # PyTorch) is taken for a view too: the IR keeps no constant values.
