@@ -182,7 +182,7 @@ def csv_rows(
         report.skip_file(ref, "cannot read: the header is not UTF-8 text (another encoding?)")
         return None
     try:
-        header = [c.strip() for c in parse(lines[0])] if lines else []
+        header = [c.strip() for c in parse(lines[0])]  # str.split gives at least one line
     except csv.Error as e:
         report.skip_file(ref, f"header does not parse: {e}")
         return None
