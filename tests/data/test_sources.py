@@ -543,16 +543,16 @@ def test_csv_row_numbers_are_line_numbers_whatever_the_cells_hold(tmp_path: Path
     assert [(i, cells[0]) for i, cells in rows] == [(1, "a"), (2, "b"), (3, "c"), (5, "d")]
 
 
-def test_neusight_bert_inference_timed_another_model_than_hf_builds(ns_all) -> None:
+def test_neusight_bert_inference_names_the_class_it_timed(ns_all) -> None:
     rows, report = ns_all
     # trace.py::get_model: BERT inference ran BertForSequenceClassification, not the config's BertLMHeadModel
-    bert_modes = {r["mode"] for r in rows if r["family"] == "bert"}
-    assert bert_modes == {"train"}  # trained as AutoModelForPreTraining: the config's model, kept
-    problems = [str(p) for p in report.problems]
-    assert any(
-        p.startswith("label/NVIDIA_L4/bert_large-inf-512-8.json: NeuSight timed BERT inference as "
-                     "BertForSequenceClassification") for p in problems
-    )  # fmt: skip
+    bert = by_ref(rows, "label/NVIDIA_L4/bert_large-inf-512-8.json")
+    assert bert["model_ref"].endswith("/DLmodel_configs/bert_large.json?class=BertForSequenceClassification")
+    assert bert["family"] == "bert" and bert["mode"] == "infer"
+    train = by_ref(rows, "label/NVIDIA_L4/bert_large-train-512-8.json")
+    # trained as AutoModelForPreTraining: the config's BertLMHeadModel graph
+    assert train["model_ref"].endswith("/DLmodel_configs/bert_large.json")
+    assert not any("bert_large" in str(p) for p in report.problems)  # tests/graph builds the class it names
 
 
 def test_neusight_latency_written_as_a_string_is_refused(tmp_path: Path) -> None:

@@ -13,13 +13,10 @@ HuggingFace model from ``data/DLmodel_configs/<model>.json`` with random fp32 we
   these never share an id (or a pool) with the single-GPU HuggingFace runs. ``batch_size`` is the batch in the
   file name, whose split over the 4 GPUs NeuSight does not record.
 
-NeuSight builds BERT as ``AutoModelForSequenceClassification`` for inference (``trace.py::get_model``), not as the
-config's ``BertLMHeadModel``, which ``hf:`` builds: those labels are reported, not imported
-(:data:`TIMED_ANOTHER_MODEL`).
-
 ``model_ref`` is ``hf:<absolute path of the config>`` under the folder the user gave (symbolic links resolved),
 so the reference builds the measured model with :func:`gnnperf.zoo.resolve.resolve`; ``family`` is the config's
-``model_type``. The path is part of the sample's identity: the same labels imported from a copy of the folder
+``model_type``. Where NeuSight ran another class than the config's ``architectures`` (BERT inference,
+:data:`TIMED_CLASS`), the reference names it: ``hf:<path>?class=BertForSequenceClassification``. The path is part of the sample's identity: the same labels imported from a copy of the folder
 elsewhere are other samples (their model is another file).
 """
 
@@ -53,18 +50,12 @@ _NAME_RE = re.compile(
     r"^(?P<model>[A-Za-z0-9_.]+)-(?P<mode>train|inf)-(?P<seq>\d+)-(?P<batch>\d+)(?:-(?P<option>[A-Za-z0-9_]+))?\.json$"
 )
 _PARALLEL_RE = re.compile(r"^(?:dp|tp|pp)(?P<n>\d+)(?:_\d+)?$")
-# (model_type, mode) -> why the model NeuSight timed is not the config's ``architectures`` class, which ``hf:`` builds.
+# (model_type, mode) -> the transformers class NeuSight timed where it is not the config's ``architectures`` one.
 # trace.py::get_model picks the class by mode: GPT-2 and OPT as AutoModelForCausalLM and Switch as
 # AutoModelForSeq2SeqLM (the configs' classes); BERT trains as AutoModelForPreTraining (the config's BertLMHeadModel
-# plus a pooler and a 2-way head on the first token: the same graph but for those) and infers as
-# AutoModelForSequenceClassification.
-TIMED_ANOTHER_MODEL: dict[tuple[str, str], str] = {
-    ("bert", "infer"): (
-        "NeuSight timed BERT inference as BertForSequenceClassification; hf: builds the config's BertLMHeadModel, "
-        "whose LM head over every position (vocab_size outputs per token, about 10% more FLOPs) it did not run: "
-        "not imported"
-    ),
-}
+# plus a pooler and a 2-way head on the first token, which the priced first output does not use: the same graph)
+# and infers as AutoModelForSequenceClassification, without the config's LM head over every position.
+TIMED_CLASS: dict[tuple[str, str], str] = {("bert", "infer"): "BertForSequenceClassification"}
 
 
 def find_root(path: Path) -> Path:
@@ -121,7 +112,13 @@ def read(path: str | Path, limit: int | None = None) -> tuple[list[dict[str, Any
     label_dir = (root / "label").resolve()
     base = root / "label" if given.is_dir() and given.resolve() == root.resolve() else given
     files = [given] if given.is_file() else sorted(p for p in base.rglob("*.json") if p.is_file())
-    configs: dict[str, tuple[str, str] | str] = {}
+    configs: dict[tuple[str, str | None], tuple[str, str] | str] = {}
+
+    def config(model: str, class_name: str | None) -> tuple[str, str] | str:
+        if (model, class_name) not in configs:
+            configs[model, class_name] = _config(config_dir / f"{model}.json", class_name)
+        return configs[model, class_name]
+
     for file in files:
         if out.full:
             break
@@ -141,15 +138,13 @@ def read(path: str | Path, limit: int | None = None) -> tuple[list[dict[str, Any
             report.skip_file(ref, f"unknown device '{file.parent.name}' (not in the hardware table)")
             continue
         model = fixed.pop("model")
-        if model not in configs:
-            configs[model] = _config(config_dir / f"{model}.json")
-        if isinstance(configs[model], str):
-            report.skip_file(ref, configs[model])
+        built = config(model, None)
+        if not isinstance(built, str) and (timed_class := TIMED_CLASS.get((built[1], fixed["mode"]))):
+            built = config(model, timed_class)
+        if isinstance(built, str):
+            report.skip_file(ref, built)
             continue
-        model_ref, family = configs[model]
-        if (family, fixed["mode"]) in TIMED_ANOTHER_MODEL:
-            report.skip_file(ref, TIMED_ANOTHER_MODEL[family, fixed["mode"]])
-            continue
+        model_ref, family = built
         latency = _latency(file, ref, report)
         if latency is None:
             continue
@@ -172,8 +167,9 @@ def read(path: str | Path, limit: int | None = None) -> tuple[list[dict[str, Any
     return out.rows, report
 
 
-def _config(path: Path) -> tuple[str, str] | str:
-    """(``hf:`` reference, model type) of a model config, or the reason it cannot be used.
+def _config(path: Path, class_name: str | None) -> tuple[str, str] | str:
+    """(``hf:`` reference, model type) of a model config built as ``class_name`` (else its ``architectures``), or
+    the reason it cannot be used.
 
     As the other adapters do, a row whose model cannot be built (a missing or unreadable config too) is reported,
     not imported; resolving reads the file and says which of these it is.
@@ -183,7 +179,7 @@ def _config(path: Path) -> tuple[str, str] | str:
     if not is_utf8(str(path)):  # a shard stores text: the sample's model_ref could not be written
         return f"model config path {printable(str(path))} is not UTF-8 text; rename its folder"
     try:
-        spec = resolve(f"hf:{path}")
+        spec = resolve(f"hf:{path}" + (f"?class={class_name}" if class_name else ""))
     except GnnperfError as e:
         return f"model config cannot be used: {e}"
     return spec.ref, spec.family
