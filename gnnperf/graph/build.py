@@ -278,24 +278,13 @@ def _local_sources(spec: ModelSpec) -> dict[str, str]:
 
 
 def _source_digest(spec: ModelSpec) -> str | None:
-    """Digest of the user file a reference builds from (an hf config, a factory's module), or None.
+    """Digest of the user file a reference builds from (``ModelSpec.source_file``: an hf config, a factory's
+    module), or None.
 
     Such a file can change under the same reference; ONNX files are keyed by their digest already, and timm,
     torchvision and hf references carry the library versions they were built with (:func:`_built_with`).
     """
-    import importlib.util
-
-    path = None
-    if spec.ref.startswith("hf:"):
-        path = Path(spec.ref[3:].partition("?")[0])  # hf:PATH?class=NAME
-    elif spec.ref.rpartition(":")[0].endswith(".py"):  # path/to/file.py:factory
-        path = Path(spec.ref.rpartition(":")[0])
-    elif spec.input_kind != "onnx" and spec.ref.split(":")[0] not in ("timm", "torchvision", "zoo"):
-        try:
-            found = importlib.util.find_spec(spec.ref.split(":")[0])
-        except (ImportError, ValueError):
-            found = None
-        path = Path(found.origin) if found is not None and found.origin else None
+    path = spec.source_file
     if path is None or not path.is_file():
         return None
     salt = f"hf-read-{HF_READ_VERSION}".encode() if spec.ref.startswith("hf:") else b""

@@ -110,6 +110,7 @@ def hf_spec(path: str) -> ModelSpec:
         num_layers=None if is_encoder_decoder or not depth else int(depth),
         layer_scope=LAYER_SCOPE,
         max_positions=positions if isinstance(positions, int) else None,
+        source_file=p,
     )
 
 

@@ -58,6 +58,8 @@ class ModelSpec:
             sequence fails (a learned position table has no row past it; rotary models run on).
         sized_builder: builds the model for a per-sample input shape other than the default, for models whose
             input size is fixed at build (timm's ``fixed_input_size``, torchvision's ViTs).
+        source_file: the file the model is built from (an hf config, a factory's module), which can change under
+            the same reference: the graph cache keys on its digest.
     """
 
     ref: str
@@ -72,6 +74,7 @@ class ModelSpec:
     onnx_path: Path | None = None
     max_positions: int | None = None
     sized_builder: Callable[[int | None, tuple[int, ...]], nn.Module] | None = None
+    source_file: Path | None = None
 
     def build(self, num_layers: int | None = None, input_shape: tuple[int, ...] | None = None) -> nn.Module:
         """The model with random weights; ``num_layers`` builds a shallower copy where supported.
@@ -339,4 +342,5 @@ def _factory_spec(ref: str, module: Any, module_name: str, attr: str) -> ModelSp
         default_input_shape=(),
         input_names=("input",),
         builder=build,
+        source_file=Path(module.__file__) if getattr(module, "__file__", None) else None,
     )

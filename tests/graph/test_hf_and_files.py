@@ -404,6 +404,7 @@ def test_an_hf_reference_can_name_the_class_a_run_used(tmp_path):
     ref = f"hf:{path}?class=BertForSequenceClassification"
     spec = resolve(ref)
     assert spec.ref == ref and type(spec.build().m).__name__ == "BertForSequenceClassification"
+    assert spec.source_file == path  # the config file, without the query: the cache keys on its digest
     graph, lm = build_graph(ref, (16,)), build_graph(f"hf:{path}", (16,))
     (logits,) = [graph.values[o] for o in graph.nodes[-1].outputs]
     assert logits.shape(3) == (3, 2)  # two labels, not (batch, seq, vocab) as the LM head's
