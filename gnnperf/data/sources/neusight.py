@@ -16,8 +16,9 @@ HuggingFace model from ``data/DLmodel_configs/<model>.json`` with random fp32 we
 ``model_ref`` is ``hf:<absolute path of the config>`` under the folder the user gave (symbolic links resolved),
 so the reference builds the measured model with :func:`gnnperf.zoo.resolve.resolve`; ``family`` is the config's
 ``model_type``. Where NeuSight ran another class than the config's ``architectures`` (BERT inference,
-:data:`TIMED_CLASS`), the reference names it: ``hf:<path>?class=BertForSequenceClassification``. The path is part of the sample's identity: the same labels imported from a copy of the folder
-elsewhere are other samples (their model is another file).
+:data:`TIMED_CLASS`), the reference names it: ``hf:<path>?class=BertForSequenceClassification``. The path is part
+of the sample's identity: the same labels imported from a copy of the folder elsewhere are other samples (their
+model is another file).
 """
 
 from __future__ import annotations
