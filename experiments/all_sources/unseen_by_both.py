@@ -18,15 +18,14 @@ import argparse
 import json
 from pathlib import Path
 
-import torch
-
 from gnnperf.errors import GnnperfError, run_script
 from gnnperf.eval.compare import read_predictions
 from gnnperf.eval.metrics import regression_metrics
+from gnnperf.predictor.checkpoint import read_checkpoint
 
 
 def trained_ids(path: str) -> set[str]:
-    extras = torch.load(path, map_location="cpu", weights_only=False).get("gnnperf", {})
+    extras = read_checkpoint(path).get("gnnperf", {})
     if "train_sample_ids" not in extras:
         raise GnnperfError(
             f"{path} lists no training rows (train_sample_ids; checkpoints since 2026-12-03 do)"
