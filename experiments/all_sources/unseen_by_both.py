@@ -41,9 +41,10 @@ def main() -> None:
     )
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    jobs = dict(j.split("=", 1) for j in args.job)
-    if len(jobs) < 2 or any(not v for v in jobs.values()):
-        raise GnnperfError("give two or more --job NAME=JOB_DIR")
+    pairs = [j.partition("=") for j in args.job]
+    jobs = {name: job for name, _, job in pairs}
+    if len(jobs) < 2 or any(not (name and sep and job) for name, sep, job in pairs):
+        raise GnnperfError(f"give two or more --job NAME=JOB_DIR with distinct names, got {args.job}")
     trained = set().union(*(trained_ids(c) for c in args.checkpoint))
     gnn = {}
     for name, job in jobs.items():
