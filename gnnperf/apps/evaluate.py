@@ -104,7 +104,9 @@ def rows_trained_on(extras: dict[str, Any], stores: list[str], query: str | None
         return None
     samples = dm.dataset.samples.drop(columns="graph_digest", errors="ignore")
     try:
-        kwargs = split.get("kwargs") or {}
+        kwargs = dict(split.get("kwargs") or {})
+        if split["name"] == "holdout_model":  # recorded before its hash order, the permutation it drew then
+            kwargs.setdefault("order", "permutation")
         train = make_split(
             split["name"], samples, trained_on["seed"], split["fold"], split["num_folds"], **kwargs
         )

@@ -4,10 +4,17 @@ Each split function is ``fn(samples, seed, fold, num_folds, **kw) -> {"train", "
 positions in ``samples``; :func:`make_split` checks that the parts are non-empty, disjoint and cover every
 row. Splits depend only on the table's content and the seed (groups are sorted before shuffling).
 
+``holdout_model`` orders the models by a hash of the seed and each model's name (``order="hash"``) rather than by a
+seeded permutation (``order="permutation"``, the order before 2026-12-04): a permutation of one more model is
+another draw, so a network that joined the data moved models between every part (the shipped predictor v19, one
+network more than v18, tested 978 rows of which v18 had trained on 662). In hash order a model that joins takes one
+place, and each chunk boundary moves by at most one model: the test part of the next data version is this one's, give
+or take the newcomers and a model at each boundary.
+
 | name | test part | val part |
 |---|---|---|
 | ``random`` | rows: chunk ``fold`` of a seeded permutation, ``test_frac`` of the rows (default ``1/num_folds``) | ``val_frac`` of the rows, from the rest |
-| ``holdout_model`` | models: chunk ``fold`` of the shuffled models, ``test_frac`` of them | ``val_frac`` of the models, from the rest |
+| ``holdout_model`` | models: chunk ``fold`` of the models in hash order, ``test_frac`` of them | ``val_frac`` of the models, from the rest |
 | ``holdout_family`` | families ``fold::num_folds`` of the sorted family list (of the ``family_query`` rows) | ``val_frac`` of the remaining models (``val_by="family"``: of the remaining families) |
 | ``holdout_hardware`` | device ``fold`` of the sorted device list | ``val_frac`` of the models, on the other devices |
 | ``holdout_column`` | rows whose ``column`` is one of ``values`` (``source``: train on CNN tables, test on transformers) | ``val_frac`` of the other models |
@@ -21,6 +28,7 @@ of other families that are the same network as a tested one (``left_out``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable
@@ -71,13 +79,23 @@ def _chunk(n: int, frac: float | None, fold: int, num_folds: int) -> slice:
     return slice(fold * k, (fold + 1) * k)
 
 
-def _take_val(items: np.ndarray, val_frac: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(val, rest) with ``val_frac`` of ``items`` (at least 1 when ``val_frac > 0``) drawn at random."""
+def _take_val(
+    items: np.ndarray, val_frac: float, rng: np.random.Generator | None, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """(val, rest) with ``val_frac`` of ``items`` (at least 1 when ``val_frac > 0``): drawn with ``rng``, or
+    without one the first of ``items`` in the hash order of ``seed`` (:func:`_hash_order`, its own salt)."""
     if not 0 <= val_frac < 1:
         raise GnnperfError(f"bad val_frac {val_frac}: expected a fraction in [0, 1)")
-    items = rng.permutation(items)
+    items = rng.permutation(items) if rng is not None else _hash_order(items, seed, salt="val")
     k = max(1, round(val_frac * len(items))) if val_frac > 0 else 0
     return items[:k], items[k:]
+
+
+def _hash_order(items: np.ndarray, seed: int, salt: str = "test") -> np.ndarray:
+    """``items`` sorted by the SHA-256 of ``seed``, ``salt`` and the item: a seeded order in which an item's rank
+    among the others does not depend on which other items there are (see the module docstring)."""
+    keys = [hashlib.sha256(f"{seed}/{salt}/{item}".encode()).digest() for item in items]
+    return np.asarray(items)[sorted(range(len(keys)), key=keys.__getitem__)]
 
 
 def _rows(samples: pd.DataFrame, column: str, values: np.ndarray) -> np.ndarray:
@@ -120,14 +138,24 @@ def holdout_model(
     num_folds: int,
     val_frac: float = 0.1,
     test_frac: float | None = None,
+    order: str = "hash",
 ) -> dict[str, np.ndarray]:
-    """Unseen models: every batch size and device of a model (:func:`model_groups`) is in one part."""
-    rng = np.random.default_rng(seed)
+    """Unseen models: every batch size and device of a model (:func:`model_groups`) is in one part.
+
+    ``order``: ``"hash"`` (models keep their places when others join the data) or ``"permutation"`` (a seeded
+    shuffle, as the shipped predictor v19 and earlier were split).
+    """
     groups = model_groups(samples)
-    models = rng.permutation(np.unique(groups))
+    if order == "hash":
+        rng, models = None, _hash_order(np.unique(groups), seed)
+    elif order == "permutation":
+        rng = np.random.default_rng(seed)
+        models = rng.permutation(np.unique(groups))
+    else:
+        raise GnnperfError(f"holdout_model: bad order {order!r}; expected 'hash' or 'permutation'")
     test_slice = _chunk(len(models), test_frac, fold, num_folds)
     rest_models = np.concatenate([models[: test_slice.start], models[test_slice.stop :]])
-    val_models, _ = _take_val(rest_models, val_frac, rng)
+    val_models, _ = _take_val(rest_models, val_frac, rng, seed)
     test = np.flatnonzero(np.isin(groups, models[test_slice]))
     val = np.flatnonzero(np.isin(groups, val_models))
     train = np.setdiff1d(np.arange(len(samples)), np.concatenate([test, val]))
