@@ -39,7 +39,7 @@ from gnnperf.data.processing import GRAPHS_FILE, GraphFile, file_signature, proc
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache, library_versions
-from gnnperf.graph.cost import graph_costs
+from gnnperf.graph.cost import ablated, graph_costs
 from gnnperf.graph.features import FEATURE_VERSION, graph_vector, node_edge_data
 from gnnperf.graph.ir import OpGraph
 from gnnperf.hardware.table import (
@@ -217,6 +217,7 @@ class PerfDataset(Dataset):
         else:  # graphs cached under other library versions are built again on processing (graph.build)
             parts.append(library_versions())
         parts.append(os.environ.get(ENV_VAR, ""))
+        parts.extend(sorted(ablated()))  # cost rules switched off for an ablation: other node features
         for store in self.stores:
             files = SampleStore(store, readonly=True).shards() + sorted((store / "hardware").glob("*.json"))
             parts.append([str(store), [(p.name, p.stat().st_size) for p in files]])

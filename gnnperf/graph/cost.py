@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
+from gnnperf.errors import GnnperfError
 from gnnperf.graph.ir import DTYPE_BYTES, Node, OpGraph
 from gnnperf.graph.kernels import fused_groups
 
@@ -167,6 +169,24 @@ MOVEMENT = set(
 # (a reshape after it copies once: the Transpose's bytes); a Slice with a negative step (``flip``, a copy in
 # PyTorch) is taken for a view too: the IR keeps no constant values.
 VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Split", "Slice", "Expand"})
+# For ablations (experiments/timm_train_family): a comma-separated subset of "fusion" (every exported op its own
+# pass, as before FEATURE_VERSION 5) and "views" (views and Gathers read and write their whole tensors, as before
+# versions 5 and 6). Part of a processed dataset's fingerprint (gnnperf.data.dataset); unset in normal use.
+ABLATE_VAR = "GNNPERF_COST_ABLATE"
+ABLATIONS = ("fusion", "views")
+
+
+def ablated() -> frozenset[str]:
+    """The cost rules switched off through :data:`ABLATE_VAR`; an unknown name raises ``GnnperfError``."""
+    text = os.environ.get(ABLATE_VAR)
+    if not text:  # the normal case, asked once per node
+        return frozenset()
+    names = frozenset(n for n in text.split(",") if n)
+    if names - set(ABLATIONS):
+        raise GnnperfError(
+            f"{ABLATE_VAR}: unknown {sorted(names - set(ABLATIONS))}; known: {', '.join(ABLATIONS)}"
+        )
+    return names
 
 
 def _numel(shape: Shape | None) -> int:
@@ -308,9 +328,10 @@ def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
     read = sum(_numel(s) * graph.values[v].itemsize for v, s in zip(node.inputs, ins) if v) + pbytes
     written = sum(_numel(s) * graph.values[v].itemsize for v, s in zip(node.outputs, outs))
     op = node.op_type
-    if op in VIEWS:
+    views = "views" not in ablated()
+    if op in VIEWS and views:
         read = written = 0
-    elif op == "Gather" and _has(ins, 1):
+    elif op == "Gather" and _has(ins, 1) and views:
         read, written = _gather_bytes(graph, node, ins, written)
     cost = Cost(bytes_read=float(read), bytes_written=float(written), params=sum(map(_numel, pshapes)))
     if op in RULES:
@@ -338,7 +359,7 @@ def _fuse(costs: list[Cost], group: list[int], graph: OpGraph) -> None:
 def graph_costs(graph: OpGraph, batch_size: int) -> tuple[list[Cost], dict[str, int]]:
     """Costs of every node, and the op types that had no rule (counted; costed as zero)."""
     costs = [node_cost(graph, node, batch_size) for node in graph.nodes]
-    for group in fused_groups(graph):
+    for group in fused_groups(graph) if "fusion" not in ablated() else []:
         _fuse(costs, group, graph)
     unknown: dict[str, int] = {}
     for node, c in zip(graph.nodes, costs):

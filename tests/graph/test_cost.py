@@ -6,6 +6,7 @@ import pytest
 import torch
 from torch import nn
 
+from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import build_graph
 from gnnperf.graph.cli import summarize
 from gnnperf.graph.cost import graph_costs
@@ -249,3 +250,30 @@ def test_slices_expands_and_selects_are_views_and_a_gather_reads_the_rows_it_pic
     scores = batch * 10 * 10 * 4
     (add,) = [c for n, c in zip(graph.nodes, costs) if n.op_type == "Add" and n.params]
     assert add.bytes_read == scores + 10 * 10 * 4 and add.bytes_written == scores
+
+
+class SiluViews(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, 8, 8): a SiLU, then a flatten (a view)
+        return nn.functional.silu(x).flatten(1)
+
+
+def test_ablation_switches_off_the_eager_kernel_rules_and_is_checked(monkeypatch):
+    from gnnperf.graph.cost import ABLATE_VAR
+
+    graph = build_graph(spec_of(SiluViews(), (8, 8), "silu_views"))
+    tensor = 2 * 8 * 8 * 4
+
+    def bytes_by_op() -> dict:
+        costs, _ = graph_costs(graph, 2)
+        return {n.op_type: (c.bytes_read, c.bytes_written) for n, c in zip(graph.nodes, costs)}
+
+    normal = bytes_by_op()  # SiLU one pass (Sigmoid reads, Mul writes); the flatten a view
+    assert normal["Sigmoid"] == (tensor, 0) and normal["Mul"] == (0, tensor)
+    assert normal[next(op for op in normal if op in ("Flatten", "Reshape"))] == (0, 0)
+    monkeypatch.setenv(ABLATE_VAR, "fusion,views")
+    ablated = bytes_by_op()
+    assert ablated["Sigmoid"] == (tensor, tensor) and ablated["Mul"] == (2 * tensor, tensor)
+    assert ablated[next(op for op in ablated if op in ("Flatten", "Reshape"))] == (tensor, tensor)
+    monkeypatch.setenv(ABLATE_VAR, "views,bias")
+    with pytest.raises(GnnperfError, match=f"{ABLATE_VAR}: unknown \\['bias'\\]"):
+        bytes_by_op()
