@@ -61,6 +61,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.baselines import get_baseline
     from gnnperf.eval.compare import baseline_data, compare
     from gnnperf.eval.tables import print_table
+    from gnnperf.graph.cost import ablated
     from gnnperf.hardware.table import spec_to_dict
     from gnnperf.predictor.checkpoint import save_predictor
     from gnnperf.predictor.coverage import coverage, input_ranks
@@ -130,6 +131,9 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             # the specs the devices were trained with, for `gnnperf predict` on those in no table (CPUs)
             "hardware_specs": {name: spec_to_dict(spec) for name, spec in dm.dataset.hardware_specs.items()},
         },
+        cost_ablations=sorted(
+            ablated()
+        ),  # node features of an ablation: loading checks them (check_compatible)
         metrics={**val_metrics, **test_metrics},
         unseen_op_fallback=fallback.state_dict() if fallback is not None else None,
         # gnnperf-eval counts the test rows a checkpoint trained on by these, whatever the stores are called

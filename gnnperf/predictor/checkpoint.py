@@ -66,6 +66,11 @@ def check_compatible(hparams: Mapping[str, Any], extras: Mapping[str, Any] | Non
                 f"{len(saved or [])} vs {len(code)} names; only in checkpoint {extra}, only in code {lacking}"
             )
             diffs.append(f"checkpoint {key} differ from code ({detail})")
+    from gnnperf.graph.cost import ABLATE_VAR, ablated
+
+    saved_off, code_off = sorted((extras or {}).get("cost_ablations") or []), sorted(ablated())
+    if saved_off != code_off:  # its node features were costed with other rules than this process's
+        diffs.append(f"checkpoint cost rules switched off {saved_off} != {ABLATE_VAR} {code_off}")
     if diffs:
         raise GnnperfError("incompatible checkpoint: " + "; ".join(diffs))
 

@@ -101,3 +101,20 @@ def test_another_hardware_table_is_compatible_while_the_trained_devices_keep_the
         load_model(tmp_path / "specs.ckpt")
     with pytest.raises(GnnperfError, match="hardware features changed for rtx-3090"):
         PerfModule.load(tmp_path / "specs.ckpt")
+
+
+def test_a_checkpoint_of_a_cost_ablation_loads_only_under_the_same_ablation(tmp_path, monkeypatch):
+    from gnnperf.graph.cost import ABLATE_VAR
+    from gnnperf.predict import SHIPPED_CHECKPOINT
+    from gnnperf.predictor.checkpoint import load_model
+
+    monkeypatch.setenv(ABLATE_VAR, "views")  # the shipped one was costed with every rule on
+    with pytest.raises(GnnperfError, match=rf"switched off \[\] != {ABLATE_VAR} \['views'\]"):
+        load_model(SHIPPED_CHECKPOINT)
+    checkpoint = torch.load(SHIPPED_CHECKPOINT, weights_only=True)
+    checkpoint["gnnperf"]["cost_ablations"] = ["views"]  # what training under the variable records
+    torch.save(checkpoint, tmp_path / "ablated.ckpt")
+    assert load_model(tmp_path / "ablated.ckpt")
+    monkeypatch.delenv(ABLATE_VAR)
+    with pytest.raises(GnnperfError, match=rf"switched off \['views'\] != {ABLATE_VAR} \[\]"):
+        load_model(tmp_path / "ablated.ckpt")
