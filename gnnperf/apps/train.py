@@ -131,9 +131,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
             # the specs the devices were trained with, for `gnnperf predict` on those in no table (CPUs)
             "hardware_specs": {name: spec_to_dict(spec) for name, spec in dm.dataset.hardware_specs.items()},
         },
-        cost_ablations=sorted(
-            ablated()
-        ),  # node features of an ablation: loading checks them (check_compatible)
+        # the cost rules an ablation switched off (GNNPERF_COST_ABLATE): loading checks them (check_compatible)
+        cost_ablations=sorted(ablated()),
         metrics={**val_metrics, **test_metrics},
         unseen_op_fallback=fallback.state_dict() if fallback is not None else None,
         # gnnperf-eval counts the test rows a checkpoint trained on by these, whatever the stores are called
