@@ -68,8 +68,10 @@ def check_compatible(hparams: Mapping[str, Any], extras: Mapping[str, Any] | Non
             diffs.append(f"checkpoint {key} differ from code ({detail})")
     from gnnperf.graph.cost import ABLATE_VAR, ablated
 
+    # a predictor checkpoint's node features were costed with the rules it records; Lightning's own checkpoints of
+    # a run (no gnnperf entry: extras None) are read back by the process that wrote them
     saved_off, code_off = sorted((extras or {}).get("cost_ablations") or []), sorted(ablated())
-    if saved_off != code_off:  # its node features were costed with other rules than this process's
+    if extras is not None and saved_off != code_off:
         diffs.append(f"checkpoint cost rules switched off {saved_off} != {ABLATE_VAR} {code_off}")
     if diffs:
         raise GnnperfError("incompatible checkpoint: " + "; ".join(diffs))

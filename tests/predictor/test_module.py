@@ -106,7 +106,7 @@ def test_another_hardware_table_is_compatible_while_the_trained_devices_keep_the
 def test_a_checkpoint_of_a_cost_ablation_loads_only_under_the_same_ablation(tmp_path, monkeypatch):
     from gnnperf.graph.cost import ABLATE_VAR
     from gnnperf.predict import SHIPPED_CHECKPOINT
-    from gnnperf.predictor.checkpoint import load_model
+    from gnnperf.predictor.checkpoint import check_compatible, load_model
 
     monkeypatch.setenv(ABLATE_VAR, "views")  # the shipped one was costed with every rule on
     with pytest.raises(GnnperfError, match=rf"switched off \[\] != {ABLATE_VAR} \['views'\]"):
@@ -115,6 +115,7 @@ def test_a_checkpoint_of_a_cost_ablation_loads_only_under_the_same_ablation(tmp_
     checkpoint["gnnperf"]["cost_ablations"] = ["views"]  # what training under the variable records
     torch.save(checkpoint, tmp_path / "ablated.ckpt")
     assert load_model(tmp_path / "ablated.ckpt")
+    check_compatible(checkpoint["hyper_parameters"], None)  # Lightning's checkpoint of the run itself
     monkeypatch.delenv(ABLATE_VAR)
     with pytest.raises(GnnperfError, match=rf"switched off \['views'\] != {ABLATE_VAR} \[\]"):
         load_model(tmp_path / "ablated.ckpt")
