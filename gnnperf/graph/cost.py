@@ -315,8 +315,8 @@ def _gather_bytes(graph: OpGraph, node: Node, ins: list, written: int) -> tuple[
     return written + index, written
 
 
-def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
-    """Cost of one node at ``batch_size``."""
+def node_cost(graph: OpGraph, node: Node, batch_size: int, views: bool = True) -> Cost:
+    """Cost of one node at ``batch_size``; ``views=False`` prices views and gathers by their tensors (ablation)."""
     fixed = node.fixed_shapes or [None] * len(node.inputs)
     ins = [
         graph.values[v].shape(batch_size) if v else (tuple(f) if f is not None else None)
@@ -328,7 +328,6 @@ def node_cost(graph: OpGraph, node: Node, batch_size: int) -> Cost:
     read = sum(_numel(s) * graph.values[v].itemsize for v, s in zip(node.inputs, ins) if v) + pbytes
     written = sum(_numel(s) * graph.values[v].itemsize for v, s in zip(node.outputs, outs))
     op = node.op_type
-    views = "views" not in ablated()
     if op in VIEWS and views:
         read = written = 0
     elif op == "Gather" and _has(ins, 1) and views:
@@ -358,8 +357,9 @@ def _fuse(costs: list[Cost], group: list[int], graph: OpGraph) -> None:
 
 def graph_costs(graph: OpGraph, batch_size: int) -> tuple[list[Cost], dict[str, int]]:
     """Costs of every node, and the op types that had no rule (counted; costed as zero)."""
-    costs = [node_cost(graph, node, batch_size) for node in graph.nodes]
-    for group in fused_groups(graph) if "fusion" not in ablated() else []:
+    off = ablated()  # read once per graph: node_cost is the hot path of `gnnperf predict`
+    costs = [node_cost(graph, node, batch_size, views="views" not in off) for node in graph.nodes]
+    for group in fused_groups(graph) if "fusion" not in off else []:
         _fuse(costs, group, graph)
     unknown: dict[str, int] = {}
     for node, c in zip(graph.nodes, costs):
