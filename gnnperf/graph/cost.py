@@ -179,7 +179,7 @@ ABLATIONS = ("fusion", "views")
 def ablated() -> frozenset[str]:
     """The cost rules switched off through :data:`ABLATE_VAR`; an unknown name raises ``GnnperfError``."""
     text = os.environ.get(ABLATE_VAR)
-    if not text:  # the normal case, asked once per node
+    if not text:  # the normal case
         return frozenset()
     names = frozenset(n for n in text.split(",") if n)
     if names - set(ABLATIONS):
