@@ -79,15 +79,17 @@ def _chunk(n: int, frac: float | None, fold: int, num_folds: int) -> slice:
     return slice(fold * k, (fold + 1) * k)
 
 
-def _take_val(
-    items: np.ndarray, val_frac: float, rng: np.random.Generator | None, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
-    """(val, rest) with ``val_frac`` of ``items`` (at least 1 when ``val_frac > 0``): drawn with ``rng``, or
-    without one the first of ``items`` in the hash order of ``seed`` (:func:`_hash_order`, its own salt)."""
+def _val_size(n: int, val_frac: float) -> int:
+    """How many of ``n`` items validate: ``val_frac`` of them, at least 1 when ``val_frac > 0``."""
     if not 0 <= val_frac < 1:
         raise GnnperfError(f"bad val_frac {val_frac}: expected a fraction in [0, 1)")
-    items = rng.permutation(items) if rng is not None else _hash_order(items, seed, salt="val")
-    k = max(1, round(val_frac * len(items))) if val_frac > 0 else 0
+    return max(1, round(val_frac * n)) if val_frac > 0 else 0
+
+
+def _take_val(items: np.ndarray, val_frac: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """(val, rest): :func:`_val_size` of ``items`` drawn with ``rng``."""
+    items = rng.permutation(items)
+    k = _val_size(len(items), val_frac)
     return items[:k], items[k:]
 
 
@@ -155,7 +157,10 @@ def holdout_model(
         raise GnnperfError(f"holdout_model: bad order {order!r}; expected 'hash' or 'permutation'")
     test_slice = _chunk(len(models), test_frac, fold, num_folds)
     rest_models = np.concatenate([models[: test_slice.start], models[test_slice.stop :]])
-    val_models, _ = _take_val(rest_models, val_frac, rng, seed)
+    if rng is None:  # the first of the rest in a hash order of its own salt: stable when models join
+        val_models = _hash_order(rest_models, seed, salt="val")[: _val_size(len(rest_models), val_frac)]
+    else:
+        val_models, _ = _take_val(rest_models, val_frac, rng)
     test = np.flatnonzero(np.isin(groups, models[test_slice]))
     val = np.flatnonzero(np.isin(groups, val_models))
     train = np.setdiff1d(np.arange(len(samples)), np.concatenate([test, val]))
