@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -288,3 +290,17 @@ def test_baseline_peaks_are_the_roofline_readouts(device):
         assert peak_flops_per_s(spec, "tf32") == pytest.approx(8 * peak_flops_per_s(spec, "fp32"), rel=0.01)
     if device == "titan-xp":  # Pascal: no tensor cores, TF32 math runs at the fp32 rate
         assert peak_flops_per_s(spec, "tf32") == peak_flops_per_s(spec, "fp32")
+
+
+def test_opcost_prices_a_class_the_train_split_lacks_at_the_pooled_rates():
+    from gnnperf.baselines.opcost import OpCostBaseline
+
+    def typed(data: BaselineData, matmul: bool) -> BaselineData:
+        seqs = [np.column_stack([s[:, :3], np.full(len(s), float(matmul))]) for s in data.op_seq]
+        return replace(data, op_seq=seqs, op_columns=(*OP_COLUMNS[:3], "op=MatMul"))
+
+    train = typed(make_data(120, ["dev-a", "dev-b"], seed=6, noise=0.0), matmul=False)  # every op in "other"
+    test = typed(make_data(30, ["dev-c"], seed=7, noise=0.0), matmul=True)  # every op a matrix product
+    np.testing.assert_allclose(OpCostBaseline(prior=1e-3).fit(train).predict(test), test.y_ms, rtol=1e-3)
+    # without the prior the class keeps the zero rates NNLS leaves on columns it never saw
+    assert np.all(OpCostBaseline(prior=0.0).fit(train).predict(test) < 1e-3 * test.y_ms)
