@@ -13,11 +13,12 @@ so it cannot learn what a handful of training devices happen to share (experimen
 A weak prior ties each class's rates to a pooled fit (one compute rate, one memory rate and one per-op cost for
 all classes): ``prior * sum_k,term (rate_k / pooled_rate - 1) ** 2`` joins the squared relative errors of the
 training samples, so at ``prior=0.01`` a class rate twice the pooled one weighs as much as one sample 10% off. It does
-not grow with the data: a class the training data has plenty of keeps its own rates. A class the training data lacks or barely has is then priced at the pooled rates: without
-it, CNN-only training left the element-wise ops of a transformer ("other") at rate zero and the matrix products at
-whatever the classifier Gemms happened to fit (1.4 to 10 across five seeds), and scored 38-608% on transformers
-(experiments/cnn_to_transformer, "A prior for the op classes"). ``prior=0`` is the plain fit of the studies
-before 2026-12-05.
+not grow with the data, so a class the training data has plenty of keeps its own rates; one it lacks is priced at
+the pooled rates (NNLS alone leaves it at zero), and one it barely has near them. Trained on CNNs alone, the plain
+fit took the matrix products' compute rate from the classifier Gemms (1.4 to 10 across five training draws) and
+scored 38-608% on transformers; with the prior 19-24% (experiments/cnn_to_transformer, "A prior for the op
+classes"; the weight on every study: experiments/opcost_prior). ``prior=0`` is the plain fit of the studies before
+2026-12-05.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ OP_CLASSES: dict[str, tuple[str, ...]] = {
                  "Pad", "Gather", "Tile"),
 }  # fmt: skip
 CLASSES = (*OP_CLASSES, "other")
-PRIOR = 0.01  # chosen on the grid of that section
+PRIOR = 0.01  # chosen on the grid of experiments/opcost_prior
 CLASS_OF = {t: k for k, types in OP_CLASSES.items() for t in types}  # op type -> class; absent: "other"
 
 
@@ -86,7 +87,9 @@ class OpCostBaseline(Baseline):
     """Per-op-class roofline rates and launch costs shared by all devices; see the module docstring."""
 
     def __init__(self, prior: float = PRIOR) -> None:
-        self.prior = prior
+        if not prior >= 0:  # also NaN
+            raise GnnperfError(f"baseline 'opcost': prior must be a non-negative weight, got {prior!r}")
+        self.prior = float(prior)
         self.coef: np.ndarray | None = None
 
     def fit(self, train: BaselineData) -> OpCostBaseline:

@@ -304,3 +304,5 @@ def test_opcost_prices_a_class_the_train_split_lacks_at_the_pooled_rates():
     np.testing.assert_allclose(OpCostBaseline(prior=1e-3).fit(train).predict(test), test.y_ms, rtol=1e-3)
     # without the prior the class keeps the zero rates NNLS leaves on columns it never saw
     assert np.all(OpCostBaseline(prior=0.0).fit(train).predict(test) < 1e-3 * test.y_ms)
+    with pytest.raises(GnnperfError, match="non-negative weight"):
+        OpCostBaseline(prior=-0.1)
