@@ -149,7 +149,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     if share.any():
         log.info(
             "%d of %d test samples have op types unseen in training (mean share of roofline time %.2f): "
-            "blended with the flops baseline", int((share > 0).sum()), len(share), float(share[share > 0].mean()),
+            "blended with the %s baseline", int((share > 0).sum()), len(share), float(share[share > 0].mean()),
+            fallback.name,
         )  # fmt: skip
     print_table(result["table"], title=f"test part of split {cfg.split.name} (fold {cfg.split.fold})")
 
