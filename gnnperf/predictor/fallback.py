@@ -1,4 +1,4 @@
-"""Op types the GNN never saw in training fall back to a baseline (the FLOPs-proportional one by default).
+"""Op types the GNN never saw in training fall back to a baseline (the op-class cost model by default).
 
 A GNN costs an op of an unseen type from its numbers alone, and on the committed CPU data that extrapolation
 fails badly where a whole family rests on such an op: the held-out LSTMs of ``experiments/cpu_holdout_family``
@@ -58,7 +58,7 @@ class UnseenOpFallback:
         return self.baseline.name
 
     @classmethod
-    def fit(cls, seen_ops: np.ndarray, train: BaselineData, baseline: str = "flops") -> UnseenOpFallback:
+    def fit(cls, seen_ops: np.ndarray, train: BaselineData, baseline: str = "opcost") -> UnseenOpFallback:
         """Fit the named baseline (one of :data:`FALLBACK_BASELINES`) on ``train``."""
         check_fallback_name(baseline)
         return cls(seen_ops, get_baseline(baseline)().fit(train))

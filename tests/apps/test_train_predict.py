@@ -364,9 +364,9 @@ def test_a_model_input_of_a_rank_no_training_graph_had_is_named(trained, capsys)
     )
 
 
-def test_op_types_unseen_in_training_lean_on_the_flops_baseline(trained):
+def test_op_types_unseen_in_training_lean_on_the_fallback_baseline(trained):
     predictor = Predictor.from_checkpoint(trained[0])
-    assert predictor.fallback is not None  # conf/train.yaml: unseen_op_fallback: flops
+    assert predictor.fallback.name == "opcost"  # conf/train.yaml: unseen_op_fallback
     seen, lstm = predictor.predict(
         [
             Query("zoo:mlp?depth=4&width=48&in_features=16", "rtx-3090", 4),
@@ -593,7 +593,7 @@ def test_evaluate_scores_the_checkpoint_beside_baselines(trained, store, tmp_pat
     from gnnperf.predictor.module import PerfModule
 
     extras = PerfModule.load(trained[0]).extras  # evaluate applies the fallback stored there
-    assert extras["unseen_op_fallback"]["name"] == "flops"
+    assert extras["unseen_op_fallback"]["name"] == "opcost"
 
 
 def test_evaluate_says_when_its_test_rows_were_training_rows(trained, store, tmp_path, capsys):

@@ -47,7 +47,7 @@ def fallback() -> UnseenOpFallback:
     graphs = [[node("A", f, 1e6, 1e6)] for f in rng.uniform(1e9, 1e10, 12)]
     train = make(graphs, ["dev-a"] * 12)
     train.y_ms = 3 * train.flops / 1e9
-    return UnseenOpFallback.fit(SEEN, train)
+    return UnseenOpFallback.fit(SEEN, train, baseline="flops")
 
 
 def test_graphs_of_seen_ops_keep_the_gnn_prediction(fallback):
