@@ -19,7 +19,9 @@ def main() -> None:
     table = {}
     for path in args.files:
         doc = json.loads(path.read_text())
-        table[doc["experiment"]] = {
+        table[
+            " ".join([doc["experiment"], *doc["overrides"]])
+        ] = {  # one experiment may run with several overrides
             "runs": len(doc["folds"]),
             "mape": {name: m["mape"] for name, m in doc["mean"].items()},
             "within_10": {name: m["within_10"] for name, m in doc["mean"].items()},
