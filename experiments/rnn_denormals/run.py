@@ -1,0 +1,150 @@
+"""Why long-sequence LSTM/GRU rows of the CPU data are slow: subnormal gradients in the backward pass.
+
+Three views, written to one JSON file:
+
+1. ``per_flop``: the measured training step per forward GMAC (the zoo family's own count) of every LSTM/GRU row of
+   a store, by cell, device and sequence length (median and row count);
+2. ``subnormal``: for each cell and sequence length, the harness's set-up (random init, ``torch.randn`` input,
+   cross-entropy on the last step, seed 0) run once forward and backward here: the share of the input's gradient
+   that is subnormal or zero (the gradient enters at the last step and shrinks going back in time);
+3. ``timed`` (with ``--time``): that step (SGD) timed here on one thread, median of 5 after a warm-up, with
+   PyTorch's default and with ``torch.set_flush_denormal(True)``, which flushes subnormals to zero;
+4. ``gnn`` (with ``--predictions``, a ``gnnperf-train`` run's predictions.csv): the GNN's error on those rows of its
+   test part, by sequence length.
+
+    .venv/bin/python experiments/rnn_denormals/run.py --store datasets/cpu \\
+        --predictions multirun/all_sources_v20/predictions.csv --time --out experiments/rnn_denormals/results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+from urllib.parse import parse_qsl
+
+import numpy as np
+import pandas as pd
+import torch
+
+from gnnperf.data.store import SampleStore
+from gnnperf.errors import run_script
+from gnnperf.hardware.probe import probe
+from gnnperf.zoo.families import rnn
+from gnnperf.zoo.resolve import resolve
+
+CELLS = ("lstm", "gru")
+SEQ_LENS = (16, 32, 64, 128, 256)
+
+
+def rnn_rows(store: Path) -> pd.DataFrame:
+    """The store's measured LSTM/GRU rows with their cell, parameters and ms per forward GMAC."""
+    df = SampleStore(store).read(status="ok")
+    df = df[df["model_ref"].str.match(r"zoo:(lstm|gru)\?")].copy()
+    refs = df["model_ref"].map(lambda r: resolve(r).ref)  # every parameter, defaults filled in
+    params = refs.map(lambda r: {k: json.loads(v.lower()) for k, v in parse_qsl(r.partition("?")[2])})
+    df["cell"] = df["model_ref"].str.slice(4, 8).str.rstrip("?")
+    df["seq_len"] = params.map(lambda p: p["seq_len"])
+    gmacs = [rnn.macs(c, p) * b / 1e9 for c, p, b in zip(df["cell"], params, df["batch_size"])]
+    df["ms_per_gmac"] = df["iteration_time_ms"] / np.asarray(gmacs)
+    return df
+
+
+def harness_setup(
+    cell: str, seq_len: int, batch: int = 8
+) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
+    """The family's default network at this length, weights from seed 0, a ``randn`` input and class targets."""
+    gen = torch.Generator().manual_seed(0)
+    torch.manual_seed(0)
+    model = rnn.build(cell, seq_len=seq_len)
+    x = torch.randn((batch, seq_len, rnn.DEFAULTS["input_size"]), generator=gen)
+    return model, x, torch.randint(0, rnn.DEFAULTS["num_classes"], (batch,), generator=gen)
+
+
+def subnormal_share(cell: str, seq_len: int) -> dict[str, float]:
+    """One forward and backward at this length, as the harness runs it: how much of the input's gradient underflows."""
+    model, x, target = harness_setup(cell, seq_len)
+    x.requires_grad_(True)
+    torch.nn.functional.cross_entropy(model(x), target).backward()
+    g = x.grad.abs()
+    tiny = torch.finfo(torch.float32).tiny
+    return {
+        "subnormal": round(((g > 0) & (g < tiny)).float().mean().item(), 4),
+        "zero": round((g == 0).float().mean().item(), 4),
+        "first_step_mean_abs": float(g[:, 0].mean()),
+    }
+
+
+def step_ms(cell: str, seq_len: int, flush: bool, reps: int = 5) -> float:
+    """Median training step (forward, loss, backward, SGD) of the family's default network, one thread."""
+    torch.set_num_threads(1)
+    torch.set_flush_denormal(flush)
+    try:
+        model, x, target = harness_setup(cell, seq_len)
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        times = []
+        for _ in range(reps + 1):
+            start = time.perf_counter()
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(x), target).backward()
+            opt.step()
+            times.append((time.perf_counter() - start) * 1e3)
+        return round(float(np.median(times[1:])), 2)
+    finally:
+        torch.set_flush_denormal(False)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--store", type=Path, default=Path("datasets/cpu"))
+    ap.add_argument("--predictions", type=Path, help="a gnnperf-train run's predictions.csv")
+    ap.add_argument("--time", action="store_true", help="time the steps on this machine")
+    ap.add_argument("--out", type=Path, required=True)
+    args = ap.parse_args()
+    rows = rnn_rows(args.store)
+    per_flop = (
+        rows.groupby(["cell", "hardware", "seq_len"])["ms_per_gmac"]
+        .agg(["median", "count"])
+        .round(2)
+        .reset_index()
+    )
+    result = {
+        "store": str(args.store),
+        "rows": len(rows),
+        "per_flop": per_flop.to_dict(orient="records"),
+        "subnormal": {c: {t: subnormal_share(c, t) for t in SEQ_LENS} for c in CELLS},
+    }
+    if args.time:
+        result["timed"] = {
+            "cpu": probe(device="cpu", threads=1).display_name,
+            "ms": {
+                c: {t: {"default": step_ms(c, t, False), "flush": step_ms(c, t, True)} for t in (128, 256)}
+                for c in CELLS
+            },
+        }
+    if args.predictions:
+        pred = pd.read_csv(args.predictions)
+        pred = pred[pred["predictor"] == "gnn"].merge(rows[["sample_id", "cell", "seq_len"]], on="sample_id")
+        pred["ratio"] = pred["true_ms"] / pred["pred_ms"]
+        result["gnn"] = {
+            "predictions": str(args.predictions),
+            "by_seq_len": pred.groupby(["cell", "seq_len"])["ratio"]
+            .agg(["median", "min", "max", "count"])
+            .round(2)
+            .reset_index()
+            .to_dict(orient="records"),
+        }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=1) + "\n")
+    print(per_flop.pivot_table(index=["cell", "hardware"], columns="seq_len", values="median").to_string())
+    for c in CELLS:
+        print(c, {t: v["subnormal"] + v["zero"] for t, v in result["subnormal"][c].items()})
+    if "timed" in result:
+        print(result["timed"])
+    if "gnn" in result:
+        print(pd.DataFrame(result["gnn"]["by_seq_len"]).to_string())
+
+
+if __name__ == "__main__":
+    run_script(main)
