@@ -4,7 +4,7 @@ Three views, written to one JSON file:
 
 1. ``per_flop``: the measured training step per forward GMAC (the zoo family's own count) of every LSTM/GRU row of
    a store, by cell, device and sequence length (median and row count);
-2. ``subnormal``: for each cell and sequence length, the harness's set-up (random init, ``torch.randn`` input,
+2. ``subnormal``: for each cell, hidden size and sequence length, the harness's set-up (random init, ``torch.randn`` input,
    cross-entropy on the last step, seed 0) run once forward and backward here: the share of the input's gradient
    that is subnormal or zero (the gradient enters at the last step and shrinks going back in time);
 3. ``timed`` (with ``--time``): that step (SGD) timed here on one thread, median of 5 after a warm-up, with
@@ -36,6 +36,7 @@ from gnnperf.zoo.resolve import resolve
 
 CELLS = ("lstm", "gru")
 SEQ_LENS = (16, 32, 64, 128, 256)
+HIDDEN = (32, 128, 512)
 
 
 def rnn_rows(store: Path) -> pd.DataFrame:
@@ -52,19 +53,19 @@ def rnn_rows(store: Path) -> pd.DataFrame:
 
 
 def harness_setup(
-    cell: str, seq_len: int, batch: int = 8
+    cell: str, seq_len: int, hidden: int = rnn.DEFAULTS["hidden_size"], batch: int = 8
 ) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
-    """The family's default network at this length, weights from seed 0, a ``randn`` input and class targets."""
+    """The family's default network at this length and hidden size, weights from seed 0, a ``randn`` input and class targets."""
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
-    model = rnn.build(cell, seq_len=seq_len)
+    model = rnn.build(cell, seq_len=seq_len, hidden_size=hidden)
     x = torch.randn((batch, seq_len, rnn.DEFAULTS["input_size"]), generator=gen)
     return model, x, torch.randint(0, rnn.DEFAULTS["num_classes"], (batch,), generator=gen)
 
 
-def subnormal_share(cell: str, seq_len: int) -> dict[str, float]:
+def subnormal_share(cell: str, seq_len: int, hidden: int) -> dict[str, float]:
     """One forward and backward at this length, as the harness runs it: how much of the input's gradient underflows."""
-    model, x, target = harness_setup(cell, seq_len)
+    model, x, target = harness_setup(cell, seq_len, hidden)
     x.requires_grad_(True)
     torch.nn.functional.cross_entropy(model(x), target).backward()
     g = x.grad.abs()
@@ -113,7 +114,7 @@ def main() -> None:
         "store": str(args.store),
         "rows": len(rows),
         "per_flop": per_flop.to_dict(orient="records"),
-        "subnormal": {c: {t: subnormal_share(c, t) for t in SEQ_LENS} for c in CELLS},
+        "subnormal": {c: {h: {t: subnormal_share(c, t, h) for t in SEQ_LENS} for h in HIDDEN} for c in CELLS},
     }
     if args.time:
         result["timed"] = {
@@ -139,7 +140,8 @@ def main() -> None:
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(per_flop.pivot_table(index=["cell", "hardware"], columns="seq_len", values="median").to_string())
     for c in CELLS:
-        print(c, {t: v["subnormal"] + v["zero"] for t, v in result["subnormal"][c].items()})
+        for h, by_len in result["subnormal"][c].items():
+            print(c, f"hidden {h}", {t: round(v["subnormal"] + v["zero"], 3) for t, v in by_len.items()})
     if "timed" in result:
         print(result["timed"])
     if "gnn" in result:
