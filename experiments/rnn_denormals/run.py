@@ -9,11 +9,11 @@ Three views, written to one JSON file:
    that is subnormal or zero (the gradient enters at the last step and shrinks going back in time);
 3. ``timed`` (with ``--time``): that step (SGD) timed here on one thread, median of 5 after a warm-up, with
    PyTorch's default and with ``torch.set_flush_denormal(True)``, which flushes subnormals to zero;
-4. ``gnn`` (with ``--predictions``, a ``gnnperf-train`` run's predictions.csv): the GNN's error on those rows of its
-   test part, by sequence length.
+4. ``gnn`` (with ``--checkpoint``): measured / predicted (the network alone, no batch cap) of every one of those
+   rows, by cell, sequence length and whether the checkpoint trained on the row (``train_sample_ids``).
 
     .venv/bin/python experiments/rnn_denormals/run.py --store datasets/cpu \\
-        --predictions multirun/all_sources_v20/predictions.csv --time --out experiments/rnn_denormals/results.json
+        --checkpoint gnnperf/predictor/shipped/predictor.ckpt --time --out experiments/rnn_denormals/results.json
 """
 
 from __future__ import annotations
@@ -96,10 +96,29 @@ def step_ms(cell: str, seq_len: int, flush: bool, reps: int = 5) -> float:
         torch.set_flush_denormal(False)
 
 
+def network_fit(rows: pd.DataFrame, checkpoint: Path) -> dict[str, list[dict]]:
+    """Measured / predicted of every row by the checkpoint's network, split by whether it trained on the row."""
+    from gnnperf.predict import Predictor, Query
+    from gnnperf.predictor.checkpoint import read_checkpoint
+
+    trained = set(read_checkpoint(checkpoint)["gnnperf"]["train_sample_ids"])
+    queries = [
+        Query(m, h, int(b), optimizer=o)
+        for m, h, b, o in zip(rows["model_ref"], rows["hardware"], rows["batch_size"], rows["optimizer"])
+    ]
+    pred = Predictor.from_checkpoint(checkpoint).predict(queries, batch_cap=False)
+    fit = rows.assign(
+        ratio=rows["iteration_time_ms"].to_numpy() / np.array([r["iteration_time_ms"] for r in pred]),
+        trained=rows["sample_id"].isin(trained).to_numpy(),
+    )
+    table = fit.groupby(["cell", "seq_len", "trained"])["ratio"].agg(["median", "min", "max", "count"])
+    return {"by_seq_len": table.round(2).reset_index().to_dict(orient="records")}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--store", type=Path, default=Path("datasets/cpu"))
-    ap.add_argument("--predictions", type=Path, help="a gnnperf-train run's predictions.csv")
+    ap.add_argument("--checkpoint", type=Path, help="a predictor checkpoint that lists its training rows")
     ap.add_argument("--time", action="store_true", help="time the steps on this machine")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
@@ -124,18 +143,8 @@ def main() -> None:
                 for c in CELLS
             },
         }
-    if args.predictions:
-        pred = pd.read_csv(args.predictions)
-        pred = pred[pred["predictor"] == "gnn"].merge(rows[["sample_id", "cell", "seq_len"]], on="sample_id")
-        pred["ratio"] = pred["true_ms"] / pred["pred_ms"]
-        result["gnn"] = {
-            "predictions": str(args.predictions),
-            "by_seq_len": pred.groupby(["cell", "seq_len"])["ratio"]
-            .agg(["median", "min", "max", "count"])
-            .round(2)
-            .reset_index()
-            .to_dict(orient="records"),
-        }
+    if args.checkpoint:
+        result["gnn"] = {"checkpoint": str(args.checkpoint), **network_fit(rows, args.checkpoint)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(per_flop.pivot_table(index=["cell", "hardware"], columns="seq_len", values="median").to_string())
