@@ -1,6 +1,7 @@
 """Collect a loss sweep (``model.loss=mape,huber,mse`` x folds) into results.json: scores and which way errors lean.
 
-Per job: the GNN's test metrics and the best baseline (``comparison.json``), and from ``predictions.csv`` the share
+Per job: the GNN's test metrics and the best baseline if the run fitted any (``comparison.json``), the devices of
+its test rows, and from ``predictions.csv`` the share
 of test rows the GNN underpredicts and the median measured / predicted, in all and on the CPU data's LSTM rows at
 sequence length 256 (``experiments/rnn_denormals``). Per loss: the means over the folds.
 
@@ -28,7 +29,7 @@ def job_row(job: Path) -> dict:
     ratio = gnn["true_ms"] / gnn["pred_ms"]
     lstm256 = gnn["model_ref"].str.match(r"zoo:lstm\?.*seq_len=256").to_numpy()
     baselines = {k: v["mape"] for k, v in scores.items() if k not in ("gnn", "gnn_no_fallback")}
-    best = min(baselines, key=baselines.get)
+    best = min(baselines, key=baselines.get) if baselines else None
     return {
         "job": str(job),
         "fold": int(overrides["split.fold"]),
@@ -40,8 +41,9 @@ def job_row(job: Path) -> dict:
         "median_measured_over_predicted": float(ratio.median()),
         "lstm256_rows": int(lstm256.sum()),
         "lstm256_median_measured_over_predicted": float(ratio[lstm256].median()) if lstm256.any() else None,
+        "test_hardware": ",".join(sorted(gnn["hardware"].unique())),
         "best_baseline": best,
-        "best_baseline_mape": baselines[best],
+        "best_baseline_mape": baselines.get(best),
     }
 
 
