@@ -1,9 +1,9 @@
 """Collect a loss sweep (``model.loss=mape,huber,mse`` x folds) into results.json: scores and which way errors lean.
 
 Per job: the GNN's test metrics and the best baseline if the run fitted any (``comparison.json``), the devices of
-its test rows, and from ``predictions.csv`` the share
-of test rows the GNN underpredicts and the median measured / predicted, in all and on the CPU data's LSTM rows at
-sequence length 256 (``experiments/rnn_denormals``). Per loss: the means over the folds.
+its test rows, and from ``predictions.csv`` the share of test rows the GNN underpredicts and the median measured /
+predicted, in all and on the CPU data's LSTM rows at sequence length 256 (``experiments/rnn_denormals``). Per
+loss: the means over the folds.
 
     .venv/bin/python experiments/loss_choice/collect.py multirun/loss_cpu_a multirun/loss_cpu_b \\
         --out experiments/loss_choice/results.json

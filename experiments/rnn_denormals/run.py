@@ -1,11 +1,11 @@
 """Why long-sequence LSTM/GRU rows of the CPU data are slow: subnormal gradients in the backward pass.
 
-Three views, written to one JSON file:
+Four views, written to one JSON file:
 
 1. ``per_flop``: the measured training step per forward GMAC (the zoo family's own count) of every LSTM/GRU row of
    a store, by cell, device and sequence length (median and row count);
-2. ``subnormal``: for each cell, hidden size and sequence length, the harness's set-up (random init, ``torch.randn`` input,
-   cross-entropy on the last step, seed 0) run once forward and backward here: the share of the input's gradient
+2. ``subnormal``: for each cell, hidden size and sequence length, the harness's set-up (random init, ``torch.randn``
+   input, cross-entropy on the last step, seed 0) run once forward and backward here: the share of the input's gradient
    that is subnormal or zero (the gradient enters at the last step and shrinks going back in time);
 3. ``timed`` (with ``--time``): that step (SGD) timed here on one thread, median of 5 after a warm-up, with
    PyTorch's default and with ``torch.set_flush_denormal(True)``, which flushes subnormals to zero;
@@ -55,7 +55,7 @@ def rnn_rows(store: Path) -> pd.DataFrame:
 def harness_setup(
     cell: str, seq_len: int, hidden: int = rnn.DEFAULTS["hidden_size"], batch: int = 8
 ) -> tuple[torch.nn.Module, torch.Tensor, torch.Tensor]:
-    """The family's default network at this length and hidden size, weights from seed 0, a ``randn`` input and class targets."""
+    """The family's default network at this length and width (weights from seed 0), a ``randn`` input, targets."""
     gen = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     model = rnn.build(cell, seq_len=seq_len, hidden_size=hidden)

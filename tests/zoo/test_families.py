@@ -218,7 +218,7 @@ def test_sampled_cost_spans_an_order_of_magnitude(name: str) -> None:
 
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 def test_recurrent_backward_reaches_subnormal_floats_only_over_long_sequences(cell: str) -> None:
-    # The data card and experiments/rnn_denormals explain the CPU data's slow LSTM rows at length 256 by this: the
+    # The data card and experiments/rnn_denormals tie the CPU data's slow LSTM rows at length 256 to this: the
     # gradient enters at the last step and, fed as the harness feeds it (seed 0, randn input), falls below float32's
     # smallest normal value going back over 256 steps, and not over 128.
     tiny = torch.finfo(torch.float32).tiny
