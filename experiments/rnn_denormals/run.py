@@ -32,7 +32,7 @@ from gnnperf.data.store import SampleStore
 from gnnperf.errors import run_script
 from gnnperf.hardware.probe import probe
 from gnnperf.zoo.families import rnn
-from gnnperf.zoo.resolve import resolve
+from gnnperf.zoo.registry import coerce
 
 CELLS = ("lstm", "gru")
 SEQ_LENS = (16, 32, 64, 128, 256)
@@ -43,9 +43,13 @@ def rnn_rows(store: Path) -> pd.DataFrame:
     """The store's measured LSTM/GRU rows with their cell, parameters and ms per forward GMAC."""
     df = SampleStore(store).read(status="ok")
     df = df[df["model_ref"].str.match(r"zoo:(lstm|gru)\?")].copy()
-    refs = df["model_ref"].map(lambda r: resolve(r).ref)  # every parameter, defaults filled in
-    params = refs.map(lambda r: {k: json.loads(v.lower()) for k, v in parse_qsl(r.partition("?")[2])})
-    df["cell"] = df["model_ref"].str.slice(4, 8).str.rstrip("?")
+    df["cell"] = df["model_ref"].str.extract(r"zoo:(lstm|gru)\?", expand=False)
+    params = df["model_ref"].map(  # the family's defaults, overridden by the reference's query
+        lambda r: {
+            **rnn.DEFAULTS,
+            **{k: coerce(v, rnn.DEFAULTS[k]) for k, v in parse_qsl(r.partition("?")[2])},
+        }
+    )
     df["seq_len"] = params.map(lambda p: p["seq_len"])
     gmacs = [rnn.macs(c, p) * b / 1e9 for c, p, b in zip(df["cell"], params, df["batch_size"])]
     df["ms_per_gmac"] = df["iteration_time_ms"] / np.asarray(gmacs)
