@@ -25,7 +25,7 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.graph.build import GraphCache
     from gnnperf.hardware.probe import probe
     from gnnperf.hardware.table import get_spec
-    from gnnperf.measure.harness import check_supported, software_tag
+    from gnnperf.measure.harness import check_supported, library_versions, software_tag
 
     settings = instantiate(cfg.measure.settings)
     number(cfg.zoo.get("seed", 0), "zoo.seed", minimum=0)
@@ -71,6 +71,7 @@ def generate(cfg: DictConfig) -> dict[str, Any]:
         graph_cache=GraphCache(cfg.graph_cache) if cfg.build_graphs else None,
         progress=sys.stderr.isatty(),
         retry_failed=bool(cfg.get("retry_failed", False)),
+        libraries=library_versions(),
     )
     summary = {"hardware": hardware, "planned": len(plan), **counts, "stored": len(store.read())}
     print(" ".join(f"{k}={v}" for k, v in summary.items()))

@@ -147,10 +147,11 @@ def run_plan(
     graph_cache=None,
     progress: bool = True,
     retry_failed: bool = False,
+    libraries: str | None = None,
 ) -> dict[str, int]:
     """Measure the samples of ``plan`` not yet in ``store``; returns counts by status.
 
-    Also ``skipped`` (already stored), ``repeated`` (planned twice: measured once) and ``left`` (not reached
+    ``libraries`` (:func:`gnnperf.measure.harness.library_versions`) is written into every new row. Also ``skipped`` (already stored), ``repeated`` (planned twice: measured once) and ``left`` (not reached
     within ``limit``). With ``retry_failed``, samples stored as ``error`` or ``oom`` are measured again (the
     store reads the latest failure, or the measurement that succeeded).
     """
@@ -207,7 +208,9 @@ def run_plan(
                     time.perf_counter() - started,
                 )
                 buffer.append(
-                    sample_from_measurement(p.model_ref, p.family, p.workload, hardware, software, result)
+                    sample_from_measurement(
+                        p.model_ref, p.family, p.workload, hardware, software, result, libraries=libraries
+                    )
                 )
                 counts[result["status"]] += 1
                 if graph_cache is not None and (p.model_ref, p.workload.input_shape) not in graphs_built:

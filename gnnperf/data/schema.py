@@ -4,6 +4,12 @@
 integers as integers, input shape as ``"3,224,224"``). Its recipe never changes with the package version, so
 ids written by one process or release match those of another; that makes generation resumable and merges
 idempotent. Importing this module does not import torch.
+
+Beyond the GUIDE's fields, ``libraries`` records the versions of the libraries that built the model (``timm=1.0.31;
+torchvision=0.29.1;transformers=5.25.0``): a ``timm:`` reference can build another network under a later timm (the
+RTX 3090 tables' ``ig_resnext101_32x16d`` and TResNet, ``gnnperf/data/sources/timm_csv.py``). It is kept with the
+row but is not an identity field: making it one would change every stored ``sample_id`` and re-measure stored rows
+after any library upgrade. Shards written before it read it as null.
 """
 
 from __future__ import annotations
@@ -88,6 +94,7 @@ SCHEMA = pa.schema(
         pa.field("error", _S),
         pa.field("source", _S, nullable=False),
         pa.field("source_ref", _S),
+        pa.field("libraries", _S),
         pa.field("created_at", _S, nullable=False),
     ]
 )
@@ -183,7 +190,7 @@ def make_sample(**fields: Any) -> dict[str, Any]:
             raise GnnperfError(f"ok sample has no positive iteration_time_ms ({t!r})")
     elif not row["error"]:
         raise GnnperfError(f"sample with status {row['status']} has no error message")
-    for name in ("error", "source_ref"):
+    for name in ("error", "source_ref", "libraries"):
         if row[name] is not None:
             row[name] = str(row[name])
     expected = sample_id(row)
@@ -202,11 +209,13 @@ def sample_from_measurement(
     result: Mapping[str, Any],
     source: str = "gnnperf",
     source_ref: str | None = None,
+    libraries: str | None = None,
 ) -> dict[str, Any]:
     """A sample row from a :class:`Workload` and the harness/runner result dict.
 
     The workload must carry the resolved per-sample input shape (``spec.input_shape(None)`` for the model's
-    default), since the shape is part of the sample's identity.
+    default), since the shape is part of the sample's identity. ``libraries``: the versions of the libraries
+    that build models (:func:`gnnperf.measure.harness.library_versions`), kept with the row, not in its identity.
     """
     if not workload.input_shape:
         raise GnnperfError(f"{model_ref}: resolve the default input shape before recording a sample")
@@ -225,5 +234,6 @@ def sample_from_measurement(
         software=software,
         source=source,
         source_ref=source_ref,
+        libraries=libraries,
         **{k: result.get(k) for k in RESULT_FIELDS if k not in ("source", "source_ref")},
     )

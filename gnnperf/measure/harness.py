@@ -16,6 +16,7 @@ The model is modified in place (device, dtype, memory format, train/eval mode, g
 from __future__ import annotations
 
 import gc
+import importlib.metadata
 from collections.abc import Callable
 from contextlib import ExitStack, nullcontext
 from typing import Any
@@ -34,6 +35,7 @@ __all__ = [
     "classify_error",
     "measure",
     "median_rel_ci",
+    "library_versions",
     "result",
     "software_tag",
 ]
@@ -66,6 +68,23 @@ def check_supported(workload: Workload, settings: MeasureSettings) -> None:
         raise GnnperfError("a timed host-to-device copy (h2d) needs a CUDA device")
     elif workload.precision == "tf32":  # its rows would carry another label for the fp32 computation
         raise GnnperfError("precision tf32 is a CUDA tensor-core mode: on a CPU it runs fp32; measure fp32")
+
+
+MODEL_LIBRARIES = ("timm", "torchvision", "transformers")
+
+
+def library_versions() -> str | None:
+    """The installed versions of the libraries that build models, e.g. ``timm=1.0.31;torchvision=0.29.1``.
+
+    Read from the package metadata (nothing is imported); ``None`` when none is installed.
+    """
+    found = []
+    for name in MODEL_LIBRARIES:
+        try:
+            found.append(f"{name}={importlib.metadata.version(name)}")
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return ";".join(found) or None
 
 
 def software_tag() -> str:

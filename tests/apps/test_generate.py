@@ -21,6 +21,7 @@ from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
 from gnnperf.hardware.probe import probe
 from gnnperf.hardware.table import spec_to_dict
+from gnnperf.measure.harness import library_versions
 from gnnperf.measure.workload import MeasureSettings
 
 ROOT = Path(CONF_DIR).parent
@@ -82,6 +83,9 @@ def test_generate_then_rerun_skips_everything(tmp_path):
     out = tmp_path / "store"
     first = generate(cfg(*FAST, f"out_dir={out}"))
     assert first["ok"] == 4 and first["stored"] == 4
+    # the model libraries' versions are kept with each row, outside its identity
+    assert set(SampleStore(out).read()["libraries"]) == {library_versions()}
+    assert library_versions().startswith("timm=")
     second = generate(cfg(*FAST, f"out_dir={out}"))
     assert second["skipped"] == 4 and second.get("ok", 0) == 0 and second["stored"] == 4
 

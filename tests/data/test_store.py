@@ -100,6 +100,17 @@ def test_round_trip(tmp_path) -> None:
     assert len(store.existing_ids(status=("oom", "error"))) == 1
 
 
+def test_libraries_are_kept_outside_the_identity_and_older_shards_read_them_as_null(tmp_path) -> None:
+    row = make_sample(**ok_row(libraries="timm=1.0.31;torchvision=0.29.1"))
+    assert row["sample_id"] == sample_id(IDENT) and row["libraries"] == "timm=1.0.31;torchvision=0.29.1"
+    store = SampleStore(tmp_path)
+    old = store.write_shard([ok_row(batch_size=8)])
+    pq.write_table(pq.read_table(old).drop_columns(["libraries"]), old)  # a shard written before the field
+    store.write_shard([row])
+    df = store.read().set_index("batch_size")
+    assert df.loc[32, "libraries"] == row["libraries"] and pd.isna(df.loc[8, "libraries"])
+
+
 def test_empty_store_reads_empty_frame_with_columns(tmp_path) -> None:
     df = SampleStore(tmp_path).read()
     assert df.empty and list(df.columns) == SCHEMA.names
