@@ -22,7 +22,9 @@ from gnnperf.errors import GnnperfError, run_script
 
 
 def job_row(job: Path) -> dict:
-    overrides = dict(o.split("=", 1) for o in yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()))
+    cfg = yaml.safe_load(
+        (job / ".hydra" / "config.yaml").read_text()
+    )  # the loss even where it was the default
     scores = json.loads((job / "comparison.json").read_text())
     pred = pd.read_csv(job / "predictions.csv")
     gnn = pred[pred["predictor"] == "gnn"]
@@ -32,8 +34,9 @@ def job_row(job: Path) -> dict:
     best = min(baselines, key=baselines.get) if baselines else None
     return {
         "job": str(job),
-        "fold": int(overrides["split.fold"]),
-        "loss": overrides["model.loss"],
+        "fold": int(cfg["split"]["fold"]),
+        "seed": int(cfg["seed"]),
+        "loss": cfg["model"]["loss"],
         "mape": scores["gnn"]["mape"],
         "median_ape": scores["gnn"]["median_ape"],
         "within_10": scores["gnn"]["within_10"],
@@ -55,17 +58,19 @@ def main() -> None:
     jobs = sorted(j.parent for s in args.sweeps for j in s.glob("*/comparison.json"))
     if not jobs:
         raise GnnperfError(f"no finished job (comparison.json) under {', '.join(map(str, args.sweeps))}")
-    rows = pd.DataFrame([job_row(j) for j in jobs]).sort_values(["loss", "fold"])
-    means = rows.groupby("loss")[
-        [
-            "mape",
-            "median_ape",
-            "within_10",
-            "under_share",
-            "median_measured_over_predicted",
-            "best_baseline_mape",
-        ]
-    ].mean()
+    rows = pd.DataFrame([job_row(j) for j in jobs]).sort_values(["loss", "seed", "fold"])
+    scores = [
+        "mape",
+        "median_ape",
+        "within_10",
+        "under_share",
+        "median_measured_over_predicted",
+        "best_baseline_mape",
+    ]
+    # per loss and seed: a seed run on fewer folds (a spot check) is not averaged into another seed's folds
+    grouped = rows.groupby(["loss", "seed"])
+    means = grouped[scores].mean().assign(folds=grouped.size())
+    means.index = [f"{loss}, seed {seed}" for loss, seed in means.index]
     args.out.write_text(
         json.dumps(
             {
