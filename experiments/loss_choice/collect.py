@@ -1,9 +1,10 @@
 """Collect a loss sweep (``model.loss=mape,huber,mse`` x folds) into results.json: scores and which way errors lean.
 
-Per job: the GNN's test metrics and the best baseline if the run fitted any (``comparison.json``), the devices of
-its test rows, and from ``predictions.csv`` the share of test rows the GNN underpredicts and the median measured /
-predicted, in all and on the CPU data's LSTM rows at sequence length 256 (``experiments/rnn_denormals``). Per
-loss: the means over the folds.
+Per job (a sweep's jobs, or a single run's folder): the GNN's test metrics and the best baseline if the run fitted
+any (``comparison.json``), the devices of its test rows, its MAPE per source, and from ``predictions.csv`` the share
+of test rows the GNN underpredicts and the median measured / predicted, in all and on the CPU data's LSTM rows at
+sequence length 256 (``experiments/rnn_denormals``). Per loss and seed: the means over the folds that seed ran
+(``folds``).
 
     .venv/bin/python experiments/loss_choice/collect.py multirun/loss_cpu_a multirun/loss_cpu_b \\
         --out experiments/loss_choice/results.json
@@ -45,6 +46,10 @@ def job_row(job: Path) -> dict:
         "lstm256_rows": int(lstm256.sum()),
         "lstm256_median_measured_over_predicted": float(ratio[lstm256].median()) if lstm256.any() else None,
         "test_hardware": ",".join(sorted(gnn["hardware"].unique())),
+        "mape_by_source": (100 * (gnn["pred_ms"] / gnn["true_ms"] - 1).abs())
+        .groupby(gnn["source"])
+        .mean()
+        .to_dict(),
         "best_baseline": best,
         "best_baseline_mape": baselines.get(best),
     }
@@ -52,10 +57,12 @@ def job_row(job: Path) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("sweeps", nargs="+", type=Path, help="hydra sweep folders")
+    ap.add_argument("sweeps", nargs="+", type=Path, help="hydra sweep folders, or single runs' folders")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
-    jobs = sorted(j.parent for s in args.sweeps for j in s.glob("*/comparison.json"))
+    jobs = sorted(
+        {j.parent for s in args.sweeps for j in (*s.glob("comparison.json"), *s.glob("*/comparison.json"))}
+    )
     if not jobs:
         raise GnnperfError(f"no finished job (comparison.json) under {', '.join(map(str, args.sweeps))}")
     rows = pd.DataFrame([job_row(j) for j in jobs]).sort_values(["loss", "seed", "fold"])
@@ -81,7 +88,7 @@ def main() -> None:
         )
         + "\n"
     )
-    print(rows.drop(columns="job").round(3).to_string(index=False))
+    print(rows.drop(columns=["job", "mape_by_source"]).round(3).to_string(index=False))
     print(means.round(3).to_string())
 
 
