@@ -151,9 +151,10 @@ def run_plan(
 ) -> dict[str, int]:
     """Measure the samples of ``plan`` not yet in ``store``; returns counts by status.
 
-    ``libraries`` (:func:`gnnperf.measure.harness.library_versions`) is written into every new row. Also ``skipped`` (already stored), ``repeated`` (planned twice: measured once) and ``left`` (not reached
+    Also ``skipped`` (already stored), ``repeated`` (planned twice: measured once) and ``left`` (not reached
     within ``limit``). With ``retry_failed``, samples stored as ``error`` or ``oom`` are measured again (the
-    store reads the latest failure, or the measurement that succeeded).
+    store reads the latest failure, or the measurement that succeeded). ``libraries``
+    (:func:`gnnperf.measure.harness.library_versions`) is written into every new row.
     """
     from rich.progress import (
         BarColumn,

@@ -33,9 +33,9 @@ __all__ = [
     "build_model",
     "check_supported",
     "classify_error",
+    "library_versions",
     "measure",
     "median_rel_ci",
-    "library_versions",
     "result",
     "software_tag",
 ]
