@@ -22,7 +22,6 @@ import argparse
 import json
 import time
 from pathlib import Path
-from urllib.parse import parse_qsl
 
 import numpy as np
 import pandas as pd
@@ -32,7 +31,7 @@ from gnnperf.data.store import SampleStore
 from gnnperf.errors import run_script
 from gnnperf.hardware.probe import probe
 from gnnperf.zoo.families import rnn
-from gnnperf.zoo.registry import coerce
+from gnnperf.zoo.resolve import zoo_params
 
 CELLS = ("lstm", "gru")
 SEQ_LENS = (16, 32, 64, 128, 256)
@@ -44,12 +43,7 @@ def rnn_rows(store: Path) -> pd.DataFrame:
     df = SampleStore(store).read(status="ok")
     df = df[df["model_ref"].str.match(r"zoo:(lstm|gru)\?")].copy()
     df["cell"] = df["model_ref"].str.extract(r"zoo:(lstm|gru)\?", expand=False)
-    params = df["model_ref"].map(  # the family's defaults, overridden by the reference's query
-        lambda r: {
-            **rnn.DEFAULTS,
-            **{k: coerce(v, rnn.DEFAULTS[k]) for k, v in parse_qsl(r.partition("?")[2])},
-        }
-    )
+    params = df["model_ref"].map(lambda r: zoo_params(r)[1])
     df["seq_len"] = params.map(lambda p: p["seq_len"])
     gmacs = [rnn.macs(c, p) * b / 1e9 for c, p, b in zip(df["cell"], params, df["batch_size"])]
     df["ms_per_gmac"] = df["iteration_time_ms"] / np.asarray(gmacs)

@@ -203,10 +203,15 @@ def _timm_module(arch: str) -> str:
     return _model_to_module.get(arch, "timm")
 
 
-def _zoo(body: str) -> ModelSpec:
-    from gnnperf.zoo.registry import coerce, format_query, get_family
+def zoo_params(ref: str) -> tuple[str, dict[str, Any]]:
+    """``zoo:FAMILY?key=value&...`` (or without ``zoo:``) -> the family's name and its complete, checked parameters.
 
-    name, _, query = body.partition("?")
+    Raises:
+        GnnperfError: an unknown family or parameter, or a value of the wrong type or out of range.
+    """
+    from gnnperf.zoo.registry import coerce, get_family
+
+    name, _, query = ref.removeprefix("zoo:").partition("?")
     family = get_family(name)
     overrides = {}
     for key, value in parse_qsl(query, keep_blank_values=True):
@@ -216,7 +221,14 @@ def _zoo(body: str) -> ModelSpec:
             overrides[key] = _in_range(key, coerce(value, family.defaults[key]), family.defaults[key])
         except GnnperfError as e:
             raise GnnperfError(f"zoo:{name} parameter '{key}': {e}") from None
-    params = family.params(overrides)
+    return name, family.params(overrides)
+
+
+def _zoo(body: str) -> ModelSpec:
+    from gnnperf.zoo.registry import format_query, get_family
+
+    name, params = zoo_params(body)
+    family = get_family(name)
     return ModelSpec(
         ref=f"zoo:{name}?{format_query(params)}",
         family=name,
