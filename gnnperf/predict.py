@@ -4,7 +4,8 @@ A predictor checkpoint is a Lightning checkpoint of :class:`~gnnperf.predictor.m
 hyper-parameters hold the feature lists, ``FEATURE_VERSION``, the hardware table version and the device list;
 its state holds the train-split normalisation statistics) plus a ``gnnperf`` entry written by
 :func:`~gnnperf.predictor.checkpoint.save_predictor`: the split-conformal interval (quantiles of
-log(measured / predicted) on the validation part), what it was trained on, its metrics and, from checkpoints
+log(measured / predicted) on the validation part, over every device and, since 2026-12-05, per device with enough
+rows: :mod:`gnnperf.predictor.interval`), what it was trained on, its metrics and, from checkpoints
 trained with one, the unseen-op fallback (:mod:`gnnperf.predictor.fallback`: graphs with op types absent from
 training lean on a FLOPs-proportional estimate; each prediction lists such op types).
 
@@ -321,11 +322,13 @@ class Predictor:
                 f"a per-op breakdown needs a readout with per-op terms (additive, roofline*, opcost); {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
-        lo, hi = self.info.get("interval_log_ratio", [math.nan, math.nan])
+        pooled = self.info.get("interval_log_ratio", [math.nan, math.nan])
+        by_device = self.info.get("interval_log_ratio_by_device", {})  # checkpoints since 2026-12-05
         capped = cap_at_larger(all_ms, ladders)
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
             ms, cap_batch = capped[i]
+            lo, hi = by_device.get(spec.name, pooled)
             row = {
                 "model": graph.model_ref,
                 "hardware": spec.name,
@@ -341,6 +344,8 @@ class Predictor:
                 "iteration_time_ms": ms,
                 "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
                 "interval_coverage": self.info.get("interval_coverage"),
+                # "device": from this device's validation rows; "pooled": from every device's
+                "interval_scope": "device" if spec.name in by_device else "pooled",
                 "checkpoint": str(self.path),
             }
             row.update(extrapolation(self, row, graph, spec, workload, items[i].u[0]))
