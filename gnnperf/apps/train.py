@@ -66,7 +66,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.predictor.checkpoint import save_predictor
     from gnnperf.predictor.coverage import coverage, input_ranks
     from gnnperf.predictor.fallback import UnseenOpFallback
-    from gnnperf.predictor.interval import conformal_bounds, covered, device_intervals, rows_needed
+    from gnnperf.predictor.interval import conformal_bounds, covered, group_intervals, group_key, rows_needed
 
     check_before_fit(cfg)
     pl.seed_everything(int(cfg.seed), workers=True)
@@ -106,34 +106,33 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     # the interval is for what gnnperf predict reports: the network's time, blended where the fallback applies
     blended_val = fallback.apply(val_pred, baseline_data(dm, "val"))[0] if fallback else val_pred
     blended_test = fallback.apply(test_pred, test_data)[0] if fallback else test_pred
-    # split-conformal: val residuals give the interval, over every device and per device with enough rows
+    # split-conformal: val residuals give the interval, over every row and per device, mode and precision
     samples = dm.dataset.samples
+    groups = {
+        part: [
+            group_key(*r) for r in samples.iloc[dm.split[part]][["hardware", "mode", "precision"]].to_numpy()
+        ]
+        for part in ("val", "test")
+    }
     log_ratio = np.log(val_true) - np.log(blended_val)
     interval = conformal_bounds(log_ratio, float(cfg.interval))
     if len(log_ratio) < rows_needed(float(cfg.interval)):
         log.warning("%d validation rows: the interval is their range, too few for %s coverage", len(log_ratio),
                     cfg.interval)  # fmt: skip
-    by_device = device_intervals(
-        log_ratio, samples["hardware"].to_numpy()[dm.split["val"]], float(cfg.interval)
-    )
+    by_group = group_intervals(log_ratio, groups["val"], float(cfg.interval))
     # The validation part also chose the epoch, so the interval may be narrow: say what it covers on the test part.
     test_true = samples["iteration_time_ms"].to_numpy()[dm.split["test"]]
     test_ratio = np.log(test_true) - np.log(blended_test)
-    test_devices = samples["hardware"].to_numpy()[dm.split["test"]]
-    test_metrics["test/interval_coverage"] = float(
-        covered(test_ratio, test_devices, interval, by_device).mean()
-    )
-    test_metrics["test/interval_coverage_pooled"] = float(
-        covered(test_ratio, test_devices, interval, {}).mean()
-    )
-    log.info("interval %s (and per device: %s) covers %.3f of the test part (the pooled one alone %.3f)",
-             [round(float(np.exp(b)), 3) for b in interval], ", ".join(by_device) or "none",
+    for name, own in (("test/interval_coverage", by_group), ("test/interval_coverage_pooled", {})):
+        test_metrics[name] = float(covered(test_ratio, groups["test"], interval, own).mean())
+    log.info("interval %s (and per group: %s) covers %.3f of the test part (the pooled one alone %.3f)",
+             [round(float(np.exp(b)), 3) for b in interval], ", ".join(by_group) or "none",
              test_metrics["test/interval_coverage"], test_metrics["test/interval_coverage_pooled"])  # fmt: skip
     # saved before the baselines run: a failure there (memory, a baseline bug) does not lose the trained model
     train_samples = dm.dataset.samples.iloc[dm.split["train"]]
     extras = dict(
         interval_log_ratio=interval,
-        interval_log_ratio_by_device=by_device,
+        interval_log_ratio_by_group=by_group,
         interval_coverage=float(cfg.interval),
         trained_on={
             "stores": list(cfg.data.stores),

@@ -1,9 +1,12 @@
 """Split-conformal intervals of ``log(measured / predicted)`` from a validation part.
 
-One interval over every validation row, and one per device with enough rows of its own: the shipped predictor's
-pooled 90% interval covered 98% of its timm test rows and 69% of this project's CPU rows (v20; the error differs by
-an order of magnitude between sources), so a device's own residuals say more about a prediction for it. Devices with
-too few validation rows, and devices predicted from their specs, keep the pooled interval.
+One interval over every validation row, and one per group of rows that share a device, mode and precision, where the
+group has enough rows: the shipped v20's pooled 90% interval covered 98.5% of its timm test rows and 71% of this
+project's CPU rows (the error differs several-fold between sources; ``experiments/uncertainty``), so the residuals of
+a prediction's own device and step say more about it. The group is the device's and also the step's because a device's
+rows may all be of one kind: the RTX 4090's are AMP inference, whose narrow interval would say nothing of a training
+step there. Queries of a group with too few validation rows, and devices predicted from their specs, keep the
+pooled interval.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ import numpy as np
 
 from gnnperf.errors import GnnperfError
 
-# Rows a device needs for an interval of its own: 90% equal-tailed bounds exist from 19 rows (the 1st and 19th of
+# Rows a group needs for an interval of its own: 90% equal-tailed bounds exist from 19 rows (the 1st and 19th of
 # 19), but are then the extremes; at 40 they are the 2nd and the 39th.
-MIN_DEVICE_ROWS = 40
+MIN_GROUP_ROWS = 40
 _EPS = 1e-9  # (1 - 0.9) / 2 is 0.04999...: without it 20 x a would floor to 0
 
 
@@ -43,23 +46,26 @@ def conformal_bounds(log_ratio: np.ndarray, coverage: float) -> list[float]:
     return [float(x[max(k_lo, 1) - 1]), float(x[min(k_hi, n) - 1])]
 
 
-def device_intervals(
-    log_ratio: np.ndarray, devices: Sequence[str], coverage: float, min_rows: int = MIN_DEVICE_ROWS
+def group_key(hardware: str, mode: str, precision: str) -> str:
+    """The name of a group of rows with their own interval, e.g. ``"rtx-3090 train amp_fp16"``."""
+    return f"{hardware} {mode} {precision}"
+
+
+def group_intervals(
+    log_ratio: np.ndarray, groups: Sequence[str], coverage: float, min_rows: int = MIN_GROUP_ROWS
 ) -> dict[str, list[float]]:
-    """:func:`conformal_bounds` of each device with at least ``min_rows`` rows, by device name."""
-    log_ratio, devices = np.asarray(log_ratio, dtype=float), np.asarray(devices)
-    names, counts = np.unique(devices, return_counts=True)
+    """:func:`conformal_bounds` of each group (:func:`group_key`) with at least ``min_rows`` rows, by name."""
+    log_ratio, groups = np.asarray(log_ratio, dtype=float), np.asarray(groups)
+    names, counts = np.unique(groups, return_counts=True)
     return {
-        str(name): conformal_bounds(log_ratio[devices == name], coverage)
+        str(name): conformal_bounds(log_ratio[groups == name], coverage)
         for name, count in zip(names, counts)
         if count >= min_rows
     }
 
 
-def covered(
-    log_ratio: np.ndarray, devices: Sequence[str], pooled: list[float], by_device: dict
-) -> np.ndarray:
-    """Whether each row lies in the interval a prediction for its device prints (its own, else the pooled one)."""
-    bounds = np.array([by_device.get(str(d), pooled) for d in devices], dtype=float).reshape(-1, 2)
+def covered(log_ratio: np.ndarray, groups: Sequence[str], pooled: list[float], by_group: dict) -> np.ndarray:
+    """Whether each row lies in the interval a prediction for it prints (its group's, else the pooled one)."""
+    bounds = np.array([by_group.get(str(g), pooled) for g in groups], dtype=float).reshape(-1, 2)
     log_ratio = np.asarray(log_ratio, dtype=float)
     return (log_ratio >= bounds[:, 0]) & (log_ratio <= bounds[:, 1])

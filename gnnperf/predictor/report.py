@@ -25,12 +25,12 @@ def print_row(row: dict) -> None:
         f"{row['model']} on {row['hardware']} ({seen}), batch {row['batch_size']}{devices}, {row['precision']}"
         f"{layout}, {row['timed']}"
     )
-    scope = (
-        " for this device" if row.get("interval_scope") == "device" else ""
-    )  # from its own validation rows
+    # from the validation rows of its device, mode and precision (as predicted), or from every row
+    step = f"{row['mode']} {row.get('precision_predicted_as') or row['precision']}"
+    scope = f", of {row['hardware']}'s {step} rows" if row.get("interval_scope") == "group" else ""
     print(
-        f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval{scope} "
-        f"{lo:.2f} .. {hi:.2f} ms)"
+        f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval "
+        f"{lo:.2f} .. {hi:.2f} ms{scope})"
     )
     if not row["hardware_seen_in_training"] and not {"calibration_factor", "measured_on"} & row.keys():
         print(

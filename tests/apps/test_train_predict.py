@@ -21,6 +21,7 @@ from gnnperf.errors import GnnperfError
 from gnnperf.eval.compare import read_predictions
 from gnnperf.predict import Predictor, Query, epoch_estimate
 from gnnperf.predictor.checkpoint import read_checkpoint
+from gnnperf.predictor.interval import group_key
 from gnnperf.zoo.resolve import resolve
 
 ROOT = Path(CONF_DIR).parent
@@ -208,11 +209,12 @@ def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
     # trained on batches 2-8 of one device: batch 16 is extrapolated and named, batch 4 is not
     assert predictor.info["trained_on"]["workload_range"] == {"batch_size": [2, 8], "num_devices": [1, 1]}
     assert [r["outside_training_range"] for r in rows] == [["batch_size=16 (trained 2..8)"], []]
-    by_device = predictor.info["interval_log_ratio_by_device"]  # devices with enough validation rows
+    by_group = predictor.info["interval_log_ratio_by_group"]  # device, mode, precision with enough val rows
     for r in rows:
-        # split-conformal quantiles of log(measured/predicted): the device's own, else every device's
-        q_lo, q_hi = by_device.get(r["hardware"], predictor.info["interval_log_ratio"])
-        assert r["interval_scope"] == ("device" if r["hardware"] in by_device else "pooled")
+        # split-conformal quantiles of log(measured/predicted): the group's own, else every row's
+        group = group_key(r["hardware"], r["mode"], r["precision"])
+        q_lo, q_hi = by_group.get(group, predictor.info["interval_log_ratio"])
+        assert r["interval_scope"] == ("group" if group in by_group else "pooled")
         lo, hi = r["interval_ms"]
         # the interval is the prediction scaled by the validation residual quantiles (it need not contain the
         # prediction when the model is biased)
@@ -224,21 +226,24 @@ def test_predictor_from_checkpoint_predicts_unseen_model_and_device(trained):
         assert sum(op["ms"] for op in r["breakdown"]) <= r["breakdown_all_ops_ms"] <= r["iteration_time_ms"]
 
 
-def test_a_device_with_its_own_interval_prints_it(trained, capsys):
+def test_a_device_and_step_with_their_own_interval_print_it(trained, capsys):
     from gnnperf.predictor.report import print_row
 
     predictor = Predictor.from_checkpoint(trained[0])
-    # this small run validates on too few rows per device: give one device an interval of its own
-    predictor.info["interval_log_ratio_by_device"] = {"rtx-3090": [-0.1, 0.2]}
+    # this small run validates on too few rows per device: give one device's fp32 training steps their own
+    predictor.info["interval_log_ratio_by_group"] = {"rtx-3090 train fp32": [-0.1, 0.2]}
     query = Query("zoo:mlp?depth=4&width=48&in_features=16", "rtx-3090", 4)
-    own, other = predictor.predict([query, replace(query, hardware="a100-sxm4-40gb")])
-    assert own["interval_scope"] == "device" and other["interval_scope"] == "pooled"
+    own, *others = predictor.predict(
+        [query, replace(query, hardware="a100-sxm4-40gb"), replace(query, precision="amp_fp16")]
+    )
+    assert own["interval_scope"] == "group" and [r["interval_scope"] for r in others] == ["pooled"] * 2
+    other = others[0]
     ms = own["iteration_time_ms"]
     assert own["interval_ms"] == pytest.approx([ms * math.exp(-0.1), ms * math.exp(0.2)])
     assert other["interval_ms"] == pytest.approx([other["iteration_time_ms"] * math.exp(b)
                                                   for b in predictor.info["interval_log_ratio"]])  # fmt: skip
     print_row(own | {"memory": None})  # the CLI adds the memory estimate
-    assert "90% interval for this device" in capsys.readouterr().out
+    assert "ms, of rtx-3090's train fp32 rows)" in capsys.readouterr().out
 
 
 def test_workload_values_seen_only_on_gpus_are_named_on_a_cpu(trained):

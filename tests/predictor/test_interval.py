@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from gnnperf.errors import GnnperfError
-from gnnperf.predictor.interval import conformal_bounds, covered, device_intervals, rows_needed
+from gnnperf.predictor.interval import conformal_bounds, covered, group_intervals, group_key, rows_needed
 
 
 def test_bounds_are_the_split_conformal_order_statistics():
@@ -28,12 +28,12 @@ def test_bounds_hold_their_coverage_on_new_exchangeable_rows():
     assert np.mean(hits) == pytest.approx(37 / 41, abs=0.02)
 
 
-def test_devices_with_enough_rows_get_their_own_interval_the_others_the_pooled_one():
+def test_groups_with_enough_rows_get_their_own_interval_the_others_the_pooled_one():
     rng = np.random.default_rng(2)
     wide, narrow = rng.normal(scale=0.3, size=60), rng.normal(scale=0.02, size=60)
     log_ratio = np.concatenate([wide, narrow, [0.5] * 10])
     devices = ["cpu"] * 60 + ["gpu"] * 60 + ["rare"] * 10
-    by_device = device_intervals(log_ratio, devices, 0.9)
+    by_device = group_intervals(log_ratio, devices, 0.9)
     assert set(by_device) == {"cpu", "gpu"}  # 10 rows are too few
     assert by_device["cpu"] == conformal_bounds(wide, 0.9)
     assert np.diff(by_device["gpu"])[0] < np.diff(by_device["cpu"])[0] / 5
@@ -48,3 +48,7 @@ def test_devices_with_enough_rows_get_their_own_interval_the_others_the_pooled_o
     assert covered(rows, ["gpu", "cpu", "rare"], pooled, {}).tolist() == [
         bool(pooled[0] <= v <= pooled[1]) for v in rows
     ]
+
+
+def test_a_group_is_a_device_mode_and_precision():
+    assert group_key("rtx-3090", "train", "amp_fp16") == "rtx-3090 train amp_fp16"
