@@ -3,11 +3,9 @@
 A predictor checkpoint is a Lightning checkpoint of :class:`~gnnperf.predictor.module.PerfModule` (its
 hyper-parameters hold the feature lists, ``FEATURE_VERSION``, the hardware table version and the device list;
 its state holds the train-split normalisation statistics) plus a ``gnnperf`` entry written by
-:func:`~gnnperf.predictor.checkpoint.save_predictor`: the split-conformal interval (quantiles of
-log(measured / predicted) on the validation part, over every row and, since 2026-12-05, per device, mode and
-precision with enough rows: :mod:`gnnperf.predictor.interval`), what it was trained on, its metrics and, from checkpoints
-trained with one, the unseen-op fallback (:mod:`gnnperf.predictor.fallback`: graphs with op types absent from
-training lean on a FLOPs-proportional estimate; each prediction lists such op types).
+:func:`~gnnperf.predictor.checkpoint.save_predictor`: the split-conformal intervals (:mod:`gnnperf.predictor.interval`),
+what it was trained on, its metrics and the unseen-op fallback, if any (:mod:`gnnperf.predictor.fallback`: graphs
+with op types absent from training lean on a baseline's estimate; each prediction lists such op types).
 
 :meth:`Predictor.calibrate` scales a device's later predictions by a few measured iteration times there (an
 unseen GPU's error is mostly one scale: ``experiments/torchvision_lodo``); where predictions are already centred
@@ -264,7 +262,7 @@ class Predictor:
         from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
         from gnnperf.predictor.coverage import extrapolation, same_rate_precision
-        from gnnperf.predictor.interval import group_key
+        from gnnperf.predictor.interval import interval_for
         from gnnperf.predictor.model import predict_samples
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
@@ -323,14 +321,11 @@ class Predictor:
                 f"a per-op breakdown needs a readout with per-op terms (additive, roofline*, opcost); {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
-        pooled = self.info.get("interval_log_ratio", [math.nan, math.nan])
-        by_group = self.info.get("interval_log_ratio_by_group", {})  # checkpoints since 2026-12-05
         capped = cap_at_larger(all_ms, ladders)
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
             ms, cap_batch = capped[i]
-            group = group_key(spec.name, workload.mode, workload.precision)
-            lo, hi = by_group.get(group, pooled)
+            (lo, hi), scope = interval_for(self.info, spec.name, workload.mode, workload.precision)
             row = {
                 "model": graph.model_ref,
                 "hardware": spec.name,
@@ -346,8 +341,7 @@ class Predictor:
                 "iteration_time_ms": ms,
                 "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
                 "interval_coverage": self.info.get("interval_coverage"),
-                # "group": from the validation rows of this device, mode and precision; "pooled": from every row
-                "interval_scope": "group" if group in by_group else "pooled",
+                "interval_scope": scope,
                 "checkpoint": str(self.path),
             }
             row.update(extrapolation(self, row, graph, spec, workload, items[i].u[0]))

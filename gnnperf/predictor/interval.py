@@ -12,7 +12,8 @@ pooled interval.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -49,6 +50,20 @@ def conformal_bounds(log_ratio: np.ndarray, coverage: float) -> list[float]:
 def group_key(hardware: str, mode: str, precision: str) -> str:
     """The name of a group of rows with their own interval, e.g. ``"rtx-3090 train amp_fp16"``."""
     return f"{hardware} {mode} {precision}"
+
+
+def interval_for(
+    info: Mapping[str, Any], hardware: str, mode: str, precision: str
+) -> tuple[list[float], str]:
+    """A checkpoint's interval (log bounds) for a query, and its scope.
+
+    ``"group"``: from the validation rows of this device, mode and precision (checkpoints since 2026-12-05 store
+    them as ``interval_log_ratio_by_group``); ``"pooled"``: from every validation row.
+    """
+    own = info.get("interval_log_ratio_by_group", {}).get(group_key(hardware, mode, precision))
+    if own is not None:
+        return own, "group"
+    return info.get("interval_log_ratio", [math.nan, math.nan]), "pooled"
 
 
 def group_intervals(

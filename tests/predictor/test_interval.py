@@ -2,7 +2,14 @@ import numpy as np
 import pytest
 
 from gnnperf.errors import GnnperfError
-from gnnperf.predictor.interval import conformal_bounds, covered, group_intervals, group_key, rows_needed
+from gnnperf.predictor.interval import (
+    conformal_bounds,
+    covered,
+    group_intervals,
+    group_key,
+    interval_for,
+    rows_needed,
+)
 
 
 def test_bounds_are_the_split_conformal_order_statistics():
@@ -52,3 +59,15 @@ def test_groups_with_enough_rows_get_their_own_interval_the_others_the_pooled_on
 
 def test_a_group_is_a_device_mode_and_precision():
     assert group_key("rtx-3090", "train", "amp_fp16") == "rtx-3090 train amp_fp16"
+
+
+def test_a_query_gets_its_groups_interval_else_the_pooled_one():
+    info = {
+        "interval_log_ratio": [-0.2, 0.3],
+        "interval_log_ratio_by_group": {"rtx-4090 infer amp_fp16": [-0.1, 0.1]},
+    }
+    assert interval_for(info, "rtx-4090", "infer", "amp_fp16") == ([-0.1, 0.1], "group")
+    # the RTX 4090's training step is not its inference rows' group
+    assert interval_for(info, "rtx-4090", "train", "amp_fp16") == ([-0.2, 0.3], "pooled")
+    # a checkpoint from before the groups
+    assert interval_for({"interval_log_ratio": [-0.2, 0.3]}, "rtx-4090", "infer", "amp_fp16")[1] == "pooled"
