@@ -76,8 +76,31 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     )
     metrics = {f"{name}/{k}": float(v) for name, row in result["table"].iterrows() for k, v in row.items()}
     metrics["test_rows_seen_in_training"] = seen
+    metrics["gnn/interval_coverage"] = interval_coverage(module.extras, dm, result["frames"]["gnn"])
+    print(
+        f"gnnperf-eval: the checkpoint's {module.extras.get('interval_coverage', 0.9):.0%} interval held for "
+        f"{metrics['gnn/interval_coverage']:.1%} of these test rows"
+    )
     (Path(cfg.out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return metrics
+
+
+def interval_coverage(extras: dict[str, Any], dm: Any, gnn: Any) -> float:
+    """The share of ``dm``'s test rows inside the interval ``gnnperf predict`` prints with the GNN's prediction.
+
+    ``gnn``: the GNN's prediction frame from :func:`gnnperf.eval.compare.compare` (test rows in split order, blended
+    where the fallback applies, as ``gnnperf predict`` blends them).
+    """
+    import numpy as np
+
+    from gnnperf.predictor.interval import covered, group_key
+
+    rows = dm.dataset.samples.iloc[dm.split["test"]][["hardware", "mode", "precision"]].to_numpy()
+    log_ratio = np.log(gnn["true_ms"].to_numpy()) - np.log(gnn["pred_ms"].to_numpy())
+    by_group = extras.get("interval_log_ratio_by_group", {})
+    return float(
+        covered(log_ratio, [group_key(*r) for r in rows], extras["interval_log_ratio"], by_group).mean()
+    )
 
 
 def rows_trained_on(extras: dict[str, Any], stores: list[str], query: str | None, dm: Any) -> int | None:

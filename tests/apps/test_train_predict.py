@@ -615,6 +615,9 @@ def test_evaluate_scores_the_checkpoint_beside_baselines(trained, store, tmp_pat
     metrics = evaluate(c)
     assert "gnn/mape" in metrics and "flops/mape" in metrics
     assert metrics["test_rows_seen_in_training"] == 0  # the split it was trained on: held out
+    # the split it was trained on, so its interval's coverage is the one training recorded
+    recorded = read_checkpoint(trained[0])["gnnperf"]["metrics"]["test/interval_coverage"]
+    assert metrics["gnn/interval_coverage"] == pytest.approx(recorded)
     from gnnperf.predictor.module import PerfModule
 
     extras = PerfModule.load(trained[0]).extras  # evaluate applies the fallback stored there
