@@ -77,16 +77,19 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     metrics = {f"{name}/{k}": float(v) for name, row in result["table"].iterrows() for k, v in row.items()}
     metrics["test_rows_seen_in_training"] = seen
     metrics["gnn/interval_coverage"] = interval_coverage(module.extras, dm, result["frames"]["gnn"])
-    print(
-        f"gnnperf-eval: the checkpoint's {module.extras.get('interval_coverage', 0.9):.0%} interval held for "
-        f"{metrics['gnn/interval_coverage']:.1%} of these test rows"
-    )
+    if metrics["gnn/interval_coverage"] is not None:
+        print(
+            f"gnnperf-eval: the checkpoint's {module.extras.get('interval_coverage', 0.9):.0%} interval held for "
+            f"{metrics['gnn/interval_coverage']:.1%} of these test rows"
+        )
     (Path(cfg.out_dir) / "metrics.json").write_text(json.dumps(metrics, indent=1))
     return metrics
 
 
-def interval_coverage(extras: dict[str, Any], dm: Any, gnn: Any) -> float:
+def interval_coverage(extras: dict[str, Any], dm: Any, gnn: Any) -> float | None:
     """The share of ``dm``'s test rows inside the interval ``gnnperf predict`` prints with the GNN's prediction.
+
+    None for a checkpoint without an interval.
 
     ``gnn``: the GNN's prediction frame from :func:`gnnperf.eval.compare.compare` (test rows in split order, blended
     where the fallback applies, as ``gnnperf predict`` blends them).
@@ -95,6 +98,8 @@ def interval_coverage(extras: dict[str, Any], dm: Any, gnn: Any) -> float:
 
     from gnnperf.predictor.interval import covered, group_key
 
+    if "interval_log_ratio" not in extras:
+        return None
     rows = dm.dataset.samples.iloc[dm.split["test"]][["hardware", "mode", "precision"]].to_numpy()
     log_ratio = np.log(gnn["true_ms"].to_numpy()) - np.log(gnn["pred_ms"].to_numpy())
     by_group = extras.get("interval_log_ratio_by_group", {})
