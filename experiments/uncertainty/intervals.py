@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from gnnperf.errors import GnnperfError, run_script
-from gnnperf.predictor.interval import MIN_GROUP_ROWS, conformal_bounds, covered, group_intervals, group_key
+from gnnperf.predictor.interval import MIN_GROUP_ROWS, conformal_bounds, covered, group_intervals, groups_of
 
 
 def scores(test: pd.DataFrame, pooled: list[float], by_group: dict, by: str) -> dict:
@@ -44,11 +44,7 @@ def scores(test: pd.DataFrame, pooled: list[float], by_group: dict, by: str) -> 
 
 def write_into(path: Path, pooled: list[float], by_group: dict, scored: dict) -> None:
     """Store both intervals and their test coverage in a predictor checkpoint, in place (atomically)."""
-    import os
-
-    import torch
-
-    from gnnperf.predictor.checkpoint import not_a_predictor, read_checkpoint
+    from gnnperf.predictor.checkpoint import not_a_predictor, read_checkpoint, write_checkpoint
 
     ckpt = read_checkpoint(path)
     if "gnnperf" not in ckpt:
@@ -57,9 +53,7 @@ def write_into(path: Path, pooled: list[float], by_group: dict, scored: dict) ->
     info["interval_log_ratio"], info["interval_log_ratio_by_group"] = pooled, by_group
     info["metrics"]["test/interval_coverage"] = scored["group_coverage"]
     info["metrics"]["test/interval_coverage_pooled"] = scored["pooled_coverage"]
-    tmp = path.with_suffix(".tmp")
-    torch.save(ckpt, tmp)
-    os.replace(tmp, path)
+    write_checkpoint(ckpt, path)
 
 
 def main() -> None:
@@ -74,7 +68,7 @@ def main() -> None:
     if not {"val", "test"} <= set(rows["part"]):
         raise GnnperfError(f"{args.parts} needs validation and test rows (predict_parts.py writes both)")
     rows["log_ratio"] = np.log(rows["true_ms"]) - np.log(rows["pred_ms"])
-    rows["group"] = [group_key(*r) for r in rows[["hardware", "mode", "precision"]].to_numpy()]
+    rows["group"] = groups_of(rows)
     val, test = rows[rows["part"] == "val"], rows[rows["part"] == "test"]
     pooled = conformal_bounds(val["log_ratio"], args.coverage)
     by_group = group_intervals(val["log_ratio"], val["group"], args.coverage)

@@ -28,7 +28,7 @@ def main() -> None:
 
     from gnnperf.apps import CONF_DIR
     from gnnperf.eval.compare import baseline_data
-    from gnnperf.predictor.checkpoint import load_fallback
+    from gnnperf.predictor.checkpoint import load_fallback, read_checkpoint
     from gnnperf.predictor.module import PerfModule
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -52,11 +52,13 @@ def main() -> None:
     trainer = pl.Trainer(
         accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False
     )
+    # a predictor's own fallback; a Lightning checkpoint has none (no extras): --fallback-from's, read once
+    default = (
+        load_fallback(read_checkpoint(args.fallback_from).get("gnnperf", {})) if args.fallback_from else None
+    )
     for ckpt, out in zip(args.checkpoint, args.out):
         module = PerfModule.load(ckpt)
-        # a predictor's own fallback; a Lightning checkpoint has none (no extras): --fallback-from's
-        source = module if module.extras or not args.fallback_from else PerfModule.load(args.fallback_from)
-        fallback = load_fallback(source.extras)
+        fallback = load_fallback(module.extras) if module.extras else default
         dm.dataset.index_devices(module.hparams["devices"])
         frames = []
         for part, loader in (("val", dm.val_dataloader()), ("test", dm.test_dataloader())):

@@ -96,16 +96,14 @@ def interval_coverage(extras: dict[str, Any], dm: Any, gnn: Any) -> float | None
     """
     import numpy as np
 
-    from gnnperf.predictor.interval import covered, group_key
+    from gnnperf.predictor.interval import covered, groups_of
 
     if "interval_log_ratio" not in extras:
         return None
-    rows = dm.dataset.samples.iloc[dm.split["test"]][["hardware", "mode", "precision"]].to_numpy()
+    groups = groups_of(dm.dataset.samples.iloc[dm.split["test"]])
     log_ratio = np.log(gnn["true_ms"].to_numpy()) - np.log(gnn["pred_ms"].to_numpy())
     by_group = extras.get("interval_log_ratio_by_group", {})
-    return float(
-        covered(log_ratio, [group_key(*r) for r in rows], extras["interval_log_ratio"], by_group).mean()
-    )
+    return float(covered(log_ratio, groups, extras["interval_log_ratio"], by_group).mean())
 
 
 def rows_trained_on(extras: dict[str, Any], stores: list[str], query: str | None, dm: Any) -> int | None:

@@ -66,7 +66,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     from gnnperf.predictor.checkpoint import save_predictor
     from gnnperf.predictor.coverage import coverage, input_ranks
     from gnnperf.predictor.fallback import UnseenOpFallback
-    from gnnperf.predictor.interval import conformal_bounds, covered, group_intervals, group_key, rows_needed
+    from gnnperf.predictor.interval import conformal_bounds, covered, group_intervals, groups_of, rows_needed
 
     check_before_fit(cfg)
     pl.seed_everything(int(cfg.seed), workers=True)
@@ -108,12 +108,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     blended_test = fallback.apply(test_pred, test_data)[0] if fallback else test_pred
     # split-conformal: val residuals give the interval, over every row and per device, mode and precision
     samples = dm.dataset.samples
-    groups = {
-        part: [
-            group_key(*r) for r in samples.iloc[dm.split[part]][["hardware", "mode", "precision"]].to_numpy()
-        ]
-        for part in ("val", "test")
-    }
+    groups = {part: groups_of(samples.iloc[dm.split[part]]) for part in ("val", "test")}
     log_ratio = np.log(val_true) - np.log(blended_val)
     interval = conformal_bounds(log_ratio, float(cfg.interval))
     if len(log_ratio) < rows_needed(float(cfg.interval)):

@@ -138,6 +138,12 @@ def save_predictor(module: PerfModule, path: str | Path, **extra: Any) -> Path:
         "pytorch-lightning_version": pl.__version__,
         "gnnperf": dict(extra),
     }
+    return write_checkpoint(ckpt, path)
+
+
+def write_checkpoint(ckpt: dict[str, Any], path: str | Path) -> Path:
+    """Write a checkpoint dict atomically (a reader never sees half a file)."""
+    path = Path(path)
     tmp = path.with_suffix(".tmp")
     torch.save(ckpt, tmp)
     os.replace(tmp, path)

@@ -66,6 +66,11 @@ def interval_for(
     return info.get("interval_log_ratio", [math.nan, math.nan]), "pooled"
 
 
+def groups_of(rows: Any) -> list[str]:
+    """:func:`group_key` of each row of a frame with ``hardware``, ``mode`` and ``precision`` columns."""
+    return [group_key(*r) for r in rows[["hardware", "mode", "precision"]].to_numpy()]
+
+
 def group_intervals(
     log_ratio: np.ndarray, groups: Sequence[str], coverage: float, min_rows: int = MIN_GROUP_ROWS
 ) -> dict[str, list[float]]:
