@@ -231,3 +231,13 @@ def test_gnnperf_eval_checks_what_needs_no_data_before_hydra_runs(argv, message,
         check_command_line("gnnperf-eval", "eval", argv, check=check_before_eval)
     err = capsys.readouterr().err
     assert ended.value.code == 2 and err.startswith("gnnperf-eval: error: ") and message in err, err
+
+
+def test_training_runs_deterministic_algorithms_on_the_cpu_and_warns_on_a_gpu() -> None:
+    """At two threads a gather's backward (``gamma[batch]``) adds with atomics in a varying order without it."""
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name="test"):
+        cpu = compose(config_name="train", overrides=["experiment=all_sources"])
+        gpu = compose(config_name="train", overrides=["experiment=all_sources", "trainer=gpu"])
+    assert cpu.trainer.deterministic is True
+    # torch would refuse the few CUDA ops without a deterministic kernel: warn instead
+    assert gpu.trainer.deterministic == "warn"
