@@ -124,7 +124,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
              [round(float(np.exp(b)), 3) for b in interval], ", ".join(by_group) or "none",
              test_metrics["test/interval_coverage"], test_metrics["test/interval_coverage_pooled"])  # fmt: skip
     # saved before the baselines run: a failure there (memory, a baseline bug) does not lose the trained model
-    train_samples = dm.dataset.samples.iloc[dm.split["train"]]
+    train_samples = samples.iloc[dm.split["train"]]
     extras = dict(
         interval_log_ratio=interval,
         interval_log_ratio_by_group=by_group,
