@@ -95,7 +95,8 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     test_metrics = {k: float(v) for k, v in trainer.test(model, datamodule=dm, verbose=False)[0].items()}
 
     val_pred = torch.cat(trainer.predict(model, dataloaders=dm.val_dataloader())).numpy()
-    val_true = dm.dataset.samples["iteration_time_ms"].to_numpy()[dm.split["val"]]
+    samples = dm.dataset.samples
+    val_true = samples["iteration_time_ms"].to_numpy()[dm.split["val"]]
     test_pred = torch.cat(trainer.predict(model, datamodule=dm)).numpy()
     test_data = baseline_data(dm, "test")
     fallback = None
@@ -107,7 +108,6 @@ def train(cfg: DictConfig) -> dict[str, Any]:
     blended_val = fallback.apply(val_pred, baseline_data(dm, "val"))[0] if fallback else val_pred
     blended_test = fallback.apply(test_pred, test_data)[0] if fallback else test_pred
     # split-conformal: val residuals give the interval, over every row and per device, mode and precision
-    samples = dm.dataset.samples
     groups = {part: groups_of(samples.iloc[dm.split[part]]) for part in ("val", "test")}
     log_ratio = np.log(val_true) - np.log(blended_val)
     interval = conformal_bounds(log_ratio, float(cfg.interval))
