@@ -110,7 +110,7 @@ class Predictor:
     ) -> dict[tuple, float]:
         """Scale later predictions by measured times of reference models on the same device and workload.
 
-        Each (hardware, precision, mode, timed, memory format, devices) that a measurement covers gets the factor
+        Each (hardware, precision, mode, timed, memory format, devices, parallel) that a measurement covers gets the factor
         exp(mean log(measured / predicted)) over its measurements; predictions for it are multiplied by that
         factor (their interval keeps its relative width, whose coverage was measured without calibration).
         A later call replaces the factors of the groups it covers.
@@ -119,7 +119,7 @@ class Predictor:
             measured: (query, measured iteration time in ms) pairs, e.g. ResNet-50 timed once on the new GPU.
 
         Returns:
-            The new factors by (hardware, precision, mode, timed, memory format, devices).
+            The new factors by (hardware, precision, mode, timed, memory format, devices, parallel).
 
         Raises:
             GnnperfError: no measurements, or a time that is not a positive number.
@@ -206,10 +206,11 @@ class Predictor:
         if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
             return None
         workload = query.workload(query.input_shape or ())  # () is the model's default input
-        key = (query.model, workload)
+        ddp = query.parallel == "ddp"
+        key = (query.model, workload, ddp)
         if key not in self._memory:
             try:
-                self._memory[key] = training_memory(query.model, workload)
+                self._memory[key] = training_memory(query.model, workload, ddp)
             except GnnperfError as e:  # kept too: a comparison over many devices asks again for each
                 self._memory[key] = e
         if isinstance(self._memory[key], GnnperfError):
@@ -217,7 +218,7 @@ class Predictor:
         estimate = self._memory[key]
         memory = estimate.on_device(spec.memory_gb)
         if max_batch:
-            memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate)
+            memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate, ddp)
         return memory
 
     def _item(self, graph, spec: HardwareSpec, workload: Workload, features: dict):
@@ -292,7 +293,10 @@ class Predictor:
             moot = q.memory_format == "channels_last" and not _has_channels_last_tensors(graph)
             layout_moot.append(moot)
             precision = same_rate_precision(trained_on, q.precision, spec) or q.precision
-            as_run = replace(q, memory_format="contiguous" if moot else q.memory_format, precision=precision)
+            # DDP: the network predicts one device's step, _ddp adds its all-reduce
+            devices = 1 if q.parallel == "ddp" else q.num_devices
+            layout = "contiguous" if moot else q.memory_format
+            as_run = replace(q, memory_format=layout, precision=precision, num_devices=devices)
             workload = as_run.workload(graph.input_shape)
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
@@ -338,6 +342,7 @@ class Predictor:
                 "timed": workload.timed_label,
                 "memory_format": workload.memory_format,
                 "num_devices": workload.num_devices,
+                "parallel": queries[i].parallel,
                 "iteration_time_ms": ms,
                 "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
                 "interval_coverage": self.info.get("interval_coverage"),
@@ -351,6 +356,8 @@ class Predictor:
             row["precision_predicted_as"] = (
                 workload.precision if workload.precision != row["precision"] else None
             )
+            if queries[i].parallel == "ddp":
+                row.update(_ddp(row, graph, spec, queries[i].num_devices))
             row["capped_at_batch"] = cap_batch
             if cap_batch is not None:
                 row["uncapped_ms"] = float(all_ms[i])
@@ -360,7 +367,7 @@ class Predictor:
                 row["gnn_iteration_time_ms"] = float(gnn_ms[i])
             factor = self.calibration.get(_calibration_key(row)) if calibrated else None
             if factor is not None:
-                row["iteration_time_ms"] = ms * factor
+                row["iteration_time_ms"] *= factor
                 row["interval_ms"] = [v * factor for v in row["interval_ms"]]
                 row["calibration_factor"] = factor
             if breakdown:
@@ -371,6 +378,34 @@ class Predictor:
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())
             out.append(row)
         return out
+
+
+def _ddp(row: Mapping[str, Any], graph, spec: HardwareSpec, num_devices: int) -> dict[str, Any]:
+    """A one-device prediction ``row`` as a DistributedDataParallel iteration on ``num_devices`` GPUs.
+
+    The step plus the gradient all-reduce it does not hide (:mod:`gnnperf.predictor.parallel`), added to the
+    interval's bounds as well: the all-reduce is a data-sheet estimate with no spread of its own measured.
+    """
+    from gnnperf.predictor.parallel import ddp_step
+
+    fields: dict[str, Any] = {"num_devices": num_devices}
+    if "bwd" not in row["timed"]:  # no backward pass, no gradients to all-reduce
+        return fields
+    ddp = ddp_step(
+        row["iteration_time_ms"], graph.param_count(), row["precision"], num_devices, spec.interconnect, spec.name,
+    )  # fmt: skip
+    return {
+        **fields,
+        "iteration_time_ms": ddp.iteration_ms,
+        "interval_ms": [v + ddp.exposed_ms for v in row["interval_ms"]],
+        "ddp": {
+            "step_ms": ddp.step_ms,
+            "allreduce_ms": ddp.allreduce_ms,
+            "exposed_allreduce_ms": ddp.exposed_ms,
+            "allreduce_gbs": ddp.link_gbs,
+            "interconnect": spec.interconnect,
+        },
+    }
 
 
 def _positive_ms(ms: Any) -> bool:
@@ -396,5 +431,5 @@ def _top_ops(graph, node_ms, k: int) -> list[dict[str, Any]]:
 
 
 def _calibration_key(row: Mapping[str, Any]) -> tuple:
-    keys = ("hardware", "precision", "mode", "timed", "memory_format", "num_devices")
+    keys = ("hardware", "precision", "mode", "timed", "memory_format", "num_devices", "parallel")
     return tuple(row[k] for k in keys)

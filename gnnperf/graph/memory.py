@@ -66,6 +66,9 @@ class MemoryEstimate:
     optimizer_mb: float
     activations_mb: float
     workspace_mb: float
+    # DistributedDataParallel's gradient buckets: a second copy of the gradients (torch's default
+    # gradient_as_bucket_view=False), on each of more than one device
+    ddp_buckets_mb: float = 0.0
 
     @property
     def total_mb(self) -> float:
@@ -205,10 +208,11 @@ def saved_activation_bytes(
     return sum(t.untyped_storage().nbytes() for t in saved.values())
 
 
-def training_memory(model_ref: str, workload: Workload) -> MemoryEstimate:
+def training_memory(model_ref: str, workload: Workload, ddp: bool = False) -> MemoryEstimate:
     """Peak memory on one device of a training step of ``model_ref`` (see the module docstring).
 
-    ``workload.batch_size`` is per device (data parallel replicates the model). The model runs on the ``meta``
+    ``workload.batch_size`` is per device (data parallel replicates the model); with ``ddp`` and more than one
+    device, DistributedDataParallel's gradient buckets are counted too. The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`; neither allocates. Raises :class:`GnnperfError` for an inference workload,
     an ONNX file (no PyTorch model to trace) or a model neither can run.
@@ -234,17 +238,23 @@ def training_memory(model_ref: str, workload: Workload) -> MemoryEstimate:
         raise GnnperfError(
             f"{spec.ref}: memory not estimated, the shape-only traces failed ({'; '.join(failures)})"
         )
+    gradients_mb = grad_mb if workload.timed != "fwd" else 0.0
     return MemoryEstimate(
         weights_mb=weight_mb,
-        gradients_mb=grad_mb if workload.timed != "fwd" else 0.0,
+        gradients_mb=gradients_mb,
         optimizer_mb=grad_mb * _OPTIMIZER_STATES[workload.optimizer] if "opt" in workload.timed else 0.0,
         activations_mb=activations / _MB,
         workspace_mb=WORKSPACE_MB,
+        ddp_buckets_mb=gradients_mb if ddp and workload.num_devices > 1 else 0.0,
     )
 
 
 def largest_batch(
-    model_ref: str, workload: Workload, memory_gb: float, traced: MemoryEstimate | None = None
+    model_ref: str,
+    workload: Workload,
+    memory_gb: float,
+    traced: MemoryEstimate | None = None,
+    ddp: bool = False,
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
@@ -253,9 +263,9 @@ def largest_batch(
     :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1).
     """
     batch = workload.batch_size
-    at_batch = (traced or training_memory(model_ref, workload)).total_mb
+    at_batch = (traced or training_memory(model_ref, workload, ddp)).total_mb
     other = 2 if batch == 1 else 1
-    at_other = training_memory(model_ref, replace(workload, batch_size=other)).total_mb
+    at_other = training_memory(model_ref, replace(workload, batch_size=other), ddp).total_mb
     per_sample = (at_batch - at_other) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")

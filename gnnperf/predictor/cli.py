@@ -51,6 +51,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "GPUs from DataParallel rows); several, comma-separated (1,2,4), for a comparison table",
     )
     parser.add_argument(
+        "--parallel",
+        default="dp",
+        choices=["dp", "ddp"],
+        help="how several devices run: dp, torch.nn.DataParallel, as learned (default); ddp, "
+        "DistributedDataParallel: one device's predicted step + the gradient all-reduce the backward pass does "
+        "not hide, from the interconnect's bandwidth (composed, not learned)",
+    )
+    parser.add_argument(
         "--h2d", action="store_true", help="include the host-to-device copy of the inputs in the time"
     )
     parser.add_argument(
@@ -162,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
             memory_format=args.memory_format,
             h2d=args.h2d,
             num_devices=count,
+            parallel=args.parallel,
         )
         for model in models
         for device in hardware

@@ -14,9 +14,11 @@ if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
 class Query:
     """One prediction request (GUIDE "Model reference" and workload fields; see :class:`Workload`).
 
-    ``batch_size`` is per device; ``num_devices`` > 1 is a data-parallel iteration (the torchvision GPU benchmark's
-    DataParallel rows, 1-4 GPUs, are the only such training data of the shipped predictor). ``h2d`` puts the
-    host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
+    ``batch_size`` is per device; ``num_devices`` > 1 is a data-parallel iteration, run by ``parallel``: ``dp``,
+    ``torch.nn.DataParallel``, as learned (the torchvision GPU benchmark's rows, 1-4 GPUs, are the only multi-GPU
+    training data of the shipped predictor), or ``ddp``, ``DistributedDataParallel``: one device's predicted step
+    plus the gradient all-reduce it does not hide (:mod:`gnnperf.predictor.parallel`, composed, not learned).
+    ``h2d`` puts the host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
     """
 
     model: str
@@ -30,8 +32,12 @@ class Query:
     memory_format: str = "contiguous"
     h2d: bool = False
     num_devices: int = 1
+    parallel: str = "dp"
 
     def __post_init__(self) -> None:
+        from gnnperf.predictor.parallel import check_parallel
+
+        check_parallel(self.parallel)
         # a list or a numpy array from a Python caller becomes the tuple that keys the prediction's caches
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))

@@ -38,6 +38,8 @@ def print_row(row: dict) -> None:
             f"no training row had (the H200) was missed by {UNSEEN_DEVICE_MAPE}% MAPE ({UNSEEN_DEVICE_STUDY}); "
             "--calibrate with a model timed on it"
         )
+    if row["num_devices"] > 1:
+        print(f"  {parallel_note(row)}")
     if "epoch" in row:
         ep, n = row["epoch"], row["epoch"]["iterations"]
         print(
@@ -53,7 +55,8 @@ def print_row(row: dict) -> None:
             )
     if row["memory"]:
         m = row["memory"]
-        held = m["weights_mb"] + m["gradients_mb"] + m["optimizer_mb"]
+        held = m["weights_mb"] + m["gradients_mb"] + m["optimizer_mb"] + m["ddp_buckets_mb"]
+        buckets = " + DDP buckets" if m["ddp_buckets_mb"] else ""
         verdict = {
             "fits": "fits",
             "at the limit": "at the limit: above the share usable in practice, it may run out of memory",
@@ -61,7 +64,7 @@ def print_row(row: dict) -> None:
         }[m["verdict"]]
         print(
             f"  peak memory {m['total_mb'] / 1024:.1f} GiB per device (activations {m['activations_mb'] / 1024:.1f}, "
-            f"weights + gradients + optimizer {held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
+            f"weights + gradients{buckets} + optimizer {held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
         )
         if "largest_batch" in m:
             print(f"  largest batch whose step fits: {m['largest_batch']} per device")
@@ -262,11 +265,36 @@ def print_comparison(rows: list[dict]) -> None:
     if "measured_on" in first:
         ref = first["measured_on"]
         notes.append(f"scaled from {ref['ms']:.2f} ms measured on {ref['hardware']} by the predicted ratio")
+    if any(r["num_devices"] > 1 for r in rows):
+        notes.append(parallel_note(next(r for r in rows if r["num_devices"] > 1), one=False))
     if epoch:
         notes.append(f"epochs of {epoch['samples']} samples; data loading and evaluation not included")
     notes += list(dict.fromkeys(r["memory_note"] for r in rows if "memory_note" in r))
     for note in notes:
         console.print(f"  {note}")
+
+
+def parallel_note(row: dict, one: bool = True) -> str:
+    """How a prediction on several GPUs runs them: ``DataParallel`` as learned, or ``DistributedDataParallel``.
+
+    With ``one``, the DDP line gives ``row``'s all-reduce times; in a table (several rows) only what they share.
+    """
+    if row["parallel"] == "dp":
+        return (
+            "devices: torch.nn.DataParallel (one process scattering each batch), as the training rows ran it; "
+            "--parallel ddp for DistributedDataParallel"
+        )
+    how = "DistributedDataParallel: one device's predicted step + the gradient all-reduce its backward pass does not hide"
+    if "ddp" not in row:  # nothing timed that has a backward pass
+        return f"{how} (none: no backward pass is timed)"
+    d = row["ddp"]
+    ring = (
+        f" ({d['exposed_allreduce_ms']:.2f} of {d['allreduce_ms']:.2f} ms after a {d['step_ms']:.2f} ms step), a ring "
+        f"over {d['interconnect']} at {d['allreduce_gbs']:.0f} GB/s"
+        if one
+        else ", a ring over each GPU's interconnect (--json: ddp)"
+    )
+    return f"{how}{ring}; composed from the data sheet, not learned: no source here timed DDP"
 
 
 def _calibrated(row: dict) -> str:

@@ -465,3 +465,35 @@ def test_a_reference_calibrates_at_the_input_size_given_when_it_takes_that_kind_
     # a reference of another input kind (vectors) is predicted at its own default size, not at 3,160,160
     assert main([*args, "--calibrate", "zoo:mlp?depth=2&width=32&in_features=16", "8", "5.0", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["calibration_factor"] > 0
+
+
+def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(capsys):
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    one = Query("timm:resnet50", "a100-pcie-80gb", 64, precision="amp_fp16")
+    ddp = replace(one, num_devices=8, parallel="ddp")
+    (alone, row) = predictor.predict([one, ddp])
+    assert alone["parallel"] == "dp" and "ddp" not in alone
+    assert row["parallel"] == "ddp" and row["num_devices"] == 8
+    assert row["ddp"]["step_ms"] == pytest.approx(alone["iteration_time_ms"])  # the network saw one device
+    exposed = row["ddp"]["exposed_allreduce_ms"]
+    assert 0 < exposed <= row["ddp"]["allreduce_ms"]
+    assert row["iteration_time_ms"] == pytest.approx(alone["iteration_time_ms"] + exposed)
+    assert row["interval_ms"] == pytest.approx([v + exposed for v in alone["interval_ms"]])
+    assert not row["outside_training_range"]  # one device's step: no device count beyond the trained 1..4
+    # DDP's buckets are a second copy of the gradients on each device
+    memory, single = predictor.memory(ddp), predictor.memory(one)
+    assert memory["ddp_buckets_mb"] == single["gradients_mb"] > 0 and single["ddp_buckets_mb"] == 0
+    assert memory["total_mb"] == pytest.approx(single["total_mb"] + single["gradients_mb"])
+
+    args = ["predict", "timm:resnet50", "--batch-size", "64", "--precision", "amp_fp16", "--num-devices", "4"]
+    assert main([*args, "--hardware", "a100-pcie-80gb"]) == 0
+    assert "torch.nn.DataParallel (one process scattering each batch)" in capsys.readouterr().out
+    assert main([*args, "--hardware", "a100-pcie-80gb", "--parallel", "ddp"]) == 0
+    out = capsys.readouterr().out
+    assert "DistributedDataParallel: one device's predicted step" in out and "pcie4x16" in out
+    assert "gradients + DDP buckets + optimizer" in out
+    # a device whose entry gives no GPU-to-GPU bandwidth: one error line
+    assert main([*args, "--hardware", "gh200", "--parallel", "ddp"]) == 2
+    assert "gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU bandwidth" in capsys.readouterr().err

@@ -1,0 +1,108 @@
+"""DistributedDataParallel: one device's step plus the gradient all-reduce its backward pass does not hide.
+
+No source gnnperf learns from timed ``DistributedDataParallel`` (DDP): the only multi-GPU training rows are the
+torchvision benchmark's ``DataParallel`` ones (one process scattering each batch, 1-4 GPUs), which scale far worse.
+So a DDP iteration is composed here, not learned (as the memory estimate is), from parts that are:
+
+- the step of one device at the per-device batch: the GNN's prediction (DDP runs the same program on each GPU);
+- the all-reduce of the gradients: a ring all-reduce moves ``2 (n - 1) / n`` times the gradient bytes through each
+  GPU's link, at the link's per-direction bandwidth (:func:`link_gbs`, from the hardware table's ``interconnect``)
+  times the share NCCL reaches on it (:data:`LINK_EFFICIENCY`);
+- the overlap: DDP all-reduces its gradient buckets (:data:`BUCKET_MB`) while the backward pass computes the rest,
+  so the iteration waits for what is left of the all-reduce after the backward pass (:data:`BACKWARD_SHARE` of the
+  step; of a step with an optimizer update, which comes after the all-reduce, a little more than the backward
+  pass), and at least for the last bucket, which only starts once the backward pass ends.
+
+Left out: the all-reduce's per-call latency (tens of microseconds, so small steps are a little under-estimated),
+stragglers and the host, DDP's first-iteration bucket rebuilding, and machines beyond one node.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from gnnperf.errors import GnnperfError
+
+PARALLEL = ("dp", "ddp")  # torch.nn.DataParallel (learned) | DistributedDataParallel (composed here)
+
+# torch's DistributedDataParallel(bucket_cap_mb=25) default
+BUCKET_MB = 25.0
+# The backward pass's share of a forward + backward step: the median over NeuSight's 31 single-GPU training labels
+# with both parts timed (`e2e_labels_index.csv`, bwall_latency / (fw_latency + bwall_latency): 0.39-0.68, quartiles
+# 0.55 and 0.65); the FLOP count's 2/3 is its upper end.
+BACKWARD_SHARE = 0.64
+# The bus bandwidth NCCL's all-reduce reaches at large sizes, as a share of the link's per-direction bandwidth:
+# 8x A100 SXM4 (NVLink 3, 300 GB/s a direction) reach 230-250 GB/s, 8x H100 PCIe (Gen5, 63 GB/s) 35-45 GB/s
+# (nccl-tests reference table, docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests).
+LINK_EFFICIENCY = {"nvlink": 0.8, "infinity-fabric": 0.8, "pcie": 0.65}
+# PCIe: GB/s per lane and direction, by generation (after line coding)
+_PCIE_LANE_GBS = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
+# the grads' bytes per parameter: autocast keeps fp32 weights, so fp32 gradients
+GRAD_BYTES = {"fp16": 2, "bf16": 2, "fp64": 8}
+
+_AGGREGATE = re.compile(r"(nvlink\d*|infinity-fabric)-(\d+(?:\.\d+)?)gbs")
+_PCIE = re.compile(r"pcie(\d)x(\d+)")
+
+
+def link_gbs(interconnect: str) -> tuple[float, str] | None:
+    """A GPU's peer-link bandwidth in GB/s per direction and its kind, from the hardware table's ``interconnect``.
+
+    ``nvlink3-600gbs`` -> (300, nvlink): NVIDIA and AMD quote the aggregate of both directions. ``pcie4x16`` ->
+    (31.5, pcie). None where the entry names no peer link with a bandwidth (``host``, ``nvlink-c2c-900gbs``: the
+    CPU-GPU link of a Grace Hopper, ``infinity-fabric-oam``).
+    """
+    text = interconnect.strip().lower()
+    if m := _AGGREGATE.fullmatch(text):
+        return float(m[2]) / 2, "infinity-fabric" if m[1] == "infinity-fabric" else "nvlink"
+    if (m := _PCIE.fullmatch(text)) and int(m[1]) in _PCIE_LANE_GBS:
+        return _PCIE_LANE_GBS[int(m[1])] * int(m[2]), "pcie"
+    return None
+
+
+def allreduce_ms(nbytes: float, num_devices: int, gbs: float) -> float:
+    """A ring all-reduce of ``nbytes`` over ``num_devices`` GPUs whose all-reduce bus bandwidth is ``gbs``."""
+    return 2 * (num_devices - 1) / num_devices * nbytes / (gbs * 1e9) * 1e3
+
+
+@dataclass(frozen=True)
+class DdpStep:
+    """A DDP iteration, in ms: the one-device step, the gradients' all-reduce, and the part of it not hidden."""
+
+    step_ms: float
+    allreduce_ms: float
+    exposed_ms: float
+    link_gbs: float  # the all-reduce's bus bandwidth used
+
+    @property
+    def iteration_ms(self) -> float:
+        return self.step_ms + self.exposed_ms
+
+
+def ddp_step(
+    step_ms: float, num_params: int, precision: str, num_devices: int, interconnect: str, device: str
+) -> DdpStep:
+    """The DDP iteration of a step of ``step_ms`` on one device (see the module docstring).
+
+    Raises:
+        GnnperfError: the device's ``interconnect`` names no peer-link bandwidth.
+    """
+    link = link_gbs(interconnect)
+    if link is None:
+        raise GnnperfError(
+            f"{device}: interconnect '{interconnect}' gives no GPU-to-GPU bandwidth, which a DistributedDataParallel "
+            "estimate needs; give the device in a --hardware-file with one (such as nvlink3-600gbs or pcie4x16)"
+        )
+    gbs = link[0] * LINK_EFFICIENCY[link[1]]
+    nbytes = num_params * GRAD_BYTES.get(precision, 4)
+    if num_devices == 1 or nbytes == 0:
+        return DdpStep(step_ms, 0.0, 0.0, gbs)
+    total = allreduce_ms(nbytes, num_devices, gbs)
+    last_bucket = allreduce_ms(min(nbytes, BUCKET_MB * 2**20), num_devices, gbs)
+    exposed = max(total - BACKWARD_SHARE * step_ms, last_bucket)
+    return DdpStep(step_ms, total, exposed, gbs)
+
+
+def check_parallel(parallel: str) -> None:
+    if parallel not in PARALLEL:
+        raise GnnperfError(f"bad parallel '{parallel}': expected one of {', '.join(PARALLEL)}")
