@@ -1,7 +1,12 @@
-"""``hf:PATH/TO/config.json`` references: a transformers text model built from a config with random weights.
+"""``hf:`` references: a transformers text model built from a config with random weights.
+
+- ``hf:PATH/TO/config.json``: a config file (a hub model's ``config.json``);
+- ``hf:MODEL_TYPE[?field=value&...]``: where no such file exists, a transformers model type (``gpt2``, ``bert``,
+  ``llama``, ...) with its config class's defaults and the fields given (values read as JSON where they parse:
+  ``hf:llama?num_hidden_layers=16&hidden_size=2048&intermediate_size=5632``), so that a model can be named offline.
 
 ``transformers`` builds the class named in ``architectures`` (else the base model), or the one a reference names
-(``hf:PATH?class=BertForSequenceClassification``: the head a run used, which a hub config often does not name), with
+(``?class=BertForSequenceClassification``: the head a run used, which a hub config often does not name), with
 ``from_config`` and eager attention; a deep stack can be built shallower (``ModelSpec.num_layers``,
 :mod:`gnnperf.graph.repeat`). Only the first output (the logits) is priced (:class:`HFLogits`).
 """
@@ -10,6 +15,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -19,29 +25,31 @@ from gnnperf.zoo.resolve import ModelSpec
 
 
 def hf_spec(path: str) -> ModelSpec:
-    """The spec of ``hf:PATH[?class=NAME]``: the transformers class a config (or the reference) names, with random
-    weights (see the module doc). A ``?`` in the reference starts its query, as in ``zoo:`` references."""
+    """The spec of ``hf:PATH[?class=NAME]`` or ``hf:MODEL_TYPE[?class=NAME&field=value...]``: the transformers class
+    a config (or the reference) names, with random weights (see the module doc). A ``?`` in the reference starts its
+    query, as in ``zoo:`` references."""
     path, _, query = path.partition("?")
-    key, _, class_name = query.partition("=")
-    if query and (key != "class" or not class_name):
-        raise GnnperfError(
-            f"hf:{path}?{query}: the only option of an hf: reference is class=NAME (a transformers class)"
-        )
-    p = Path(path)
-    try:
-        cfg = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise GnnperfError(f"hf config not found: {path}") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise GnnperfError(f"cannot read hf config {path}: {e}") from None
-    if not isinstance(cfg, dict) or "model_type" not in cfg:
-        raise GnnperfError(
-            f"hf config {path} has no 'model_type' (expected a JSON object of a transformers config)"
-        )
+    options = _options(path, query)
+    class_name = options.pop("class", "")
+    p: Path | None = Path(path)
+    if p.is_file() or p.suffix == ".json" or "/" in path or "\\" in path:
+        if options:
+            raise GnnperfError(
+                f"hf:{path}?{query}: the only option of an hf: config file is class=NAME (a transformers class); "
+                "change the file for other fields"
+            )
+        cfg = _read_config(p)
+    else:  # a model type with its config class's defaults
+        cfg = {"model_type": path, **{k: _value(v) for k, v in options.items()}}
+        p = None
     try:
         import transformers
     except ImportError:
         raise GnnperfError("hf: references need the 'transformers' package") from None
+    if p is None and path not in transformers.CONFIG_MAPPING:
+        raise GnnperfError(
+            f"hf config not found: {path} (nor is it a transformers model type, such as gpt2, bert or llama)"
+        )
 
     def make_config(num_layers: int | None):
         # the precision is the workload's (--precision), not the config's torch_dtype (most hub configs have one)
@@ -99,7 +107,7 @@ def hf_spec(path: str) -> ModelSpec:
     is_encoder_decoder = bool(getattr(config, "is_encoder_decoder", False))
     positions = getattr(config, "max_position_embeddings", None)
     return ModelSpec(
-        ref=f"hf:{path}" + (f"?class={class_name}" if class_name else ""),
+        ref=f"hf:{path}" + (f"?{query}" if query else ""),
         family=cfg["model_type"],
         input_kind="tokens",
         default_input_shape=(min(int(positions or 512), 512),),
@@ -112,6 +120,41 @@ def hf_spec(path: str) -> ModelSpec:
         max_positions=positions if isinstance(positions, int) else None,
         source_file=p,
     )
+
+
+def _options(path: str, query: str) -> dict[str, str]:
+    """``class=X&n_layer=2`` -> ``{"class": "X", "n_layer": "2"}``; a part without a name or a value is an error."""
+    options: dict[str, str] = {}
+    for part in query.split("&") if query else []:
+        key, _, value = part.partition("=")
+        if not key or not value or key in options:
+            raise GnnperfError(
+                f"hf:{path}?{query}: expected class=NAME or field=value options joined by &, each once; got '{part}'"
+            )
+        options[key] = value
+    return options
+
+
+def _value(text: str) -> Any:
+    """A config field's value from a reference: JSON where it parses (2, 0.1, true, null), else the text (gelu)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _read_config(p: Path) -> dict[str, Any]:
+    try:
+        cfg = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise GnnperfError(f"hf config not found: {p}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise GnnperfError(f"cannot read hf config {p}: {e}") from None
+    if not isinstance(cfg, dict) or "model_type" not in cfg:
+        raise GnnperfError(
+            f"hf config {p} has no 'model_type' (expected a JSON object of a transformers config)"
+        )
+    return cfg
 
 
 # Block index in ONNX node names ("/m/transformer/h.3/attn/MatMul") and parameter names ("m.model.layers.3.").

@@ -412,8 +412,43 @@ def test_an_hf_reference_can_name_the_class_a_run_used(tmp_path):
     for query, message in [
         ("class=BertNope", "transformers has no class 'BertNope' \\(the reference's class=\\)"),
         ("class=GPT2ForSequenceClassification", "takes a GPT2Config, not the BertConfig"),
-        ("head=cls", "the only option of an hf: reference is class=NAME"),
-        ("class=", "the only option of an hf: reference is class=NAME"),
+        ("head=cls", "the only option of an hf: config file is class=NAME"),
+        ("class=", "expected class=NAME or field=value options joined by &, each once; got 'class='"),
     ]:
         with pytest.raises(GnnperfError, match=message):
             resolve(f"hf:{path}?{query}")
+
+
+def test_an_hf_model_type_is_built_from_its_config_classs_defaults_and_the_fields_given():
+    ref = "hf:gpt2?class=GPT2LMHeadModel&n_layer=3&n_embd=64&n_head=4&n_positions=128&vocab_size=500"
+    spec = resolve(ref)
+    model = spec.build()
+    assert spec.ref == ref and spec.family == "gpt2" and spec.source_file is None
+    assert type(model.m).__name__ == "GPT2LMHeadModel" and spec.num_layers == 3 and spec.vocab_size == 500
+    assert model.m.config.activation_function == "gelu_new"  # a default of GPT2Config
+    # the same network as from a config file with those fields
+    graph = build_graph(ref, (16,))
+    assert graph.param_count() == sum(p.numel() for p in model.m.parameters())
+    # values parse as JSON where they can, else stay text
+    bert = resolve("hf:bert?num_hidden_layers=1&hidden_size=64&num_attention_heads=2&hidden_act=relu")
+    config = bert.build().m.config
+    assert (
+        config.hidden_act == "relu"
+        and config.num_hidden_layers == 1
+        and type(bert.build().m).__name__ == "BertModel"
+    )
+
+
+@pytest.mark.parametrize(
+    "ref, says",
+    [
+        ("hf:gpt5", "hf config not found: gpt5 \\(nor is it a transformers model type, such as gpt2"),
+        ("hf:gpt2?n_layer=0", "num_hidden_layers must be at least 1, got 0"),
+        ("hf:gpt2?n_layer=2&n_layer=3", "each once; got 'n_layer=3'"),
+        ("hf:gpt2?n_layer", "each once; got 'n_layer'"),
+        ("hf:no/such/config", "hf config not found: no/such/config$"),
+    ],
+)
+def test_a_bad_hf_model_type_reference_is_one_clear_error(ref, says):
+    with pytest.raises(GnnperfError, match=says):
+        resolve(ref)
