@@ -265,6 +265,7 @@ class Predictor:
         from gnnperf.predictor.coverage import extrapolation, same_rate_precision
         from gnnperf.predictor.interval import interval_for
         from gnnperf.predictor.model import predict_samples
+        from gnnperf.predictor.parallel import ddp_row
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         if not queries:
@@ -293,7 +294,7 @@ class Predictor:
             moot = q.memory_format == "channels_last" and not _has_channels_last_tensors(graph)
             layout_moot.append(moot)
             precision = same_rate_precision(trained_on, q.precision, spec) or q.precision
-            # DDP: the network predicts one device's step, _ddp adds its all-reduce
+            # DDP: the network predicts one device's step, ddp_row adds its all-reduce
             devices = 1 if q.parallel == "ddp" else q.num_devices
             layout = "contiguous" if moot else q.memory_format
             as_run = replace(q, memory_format=layout, precision=precision, num_devices=devices)
@@ -357,7 +358,7 @@ class Predictor:
                 workload.precision if workload.precision != row["precision"] else None
             )
             if queries[i].parallel == "ddp":
-                row.update(_ddp(row, graph, spec, queries[i].num_devices))
+                row.update(ddp_row(row, graph.param_count(), spec, queries[i].num_devices))
             row["capped_at_batch"] = cap_batch
             if cap_batch is not None:
                 row["uncapped_ms"] = float(all_ms[i])
@@ -378,34 +379,6 @@ class Predictor:
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())
             out.append(row)
         return out
-
-
-def _ddp(row: Mapping[str, Any], graph, spec: HardwareSpec, num_devices: int) -> dict[str, Any]:
-    """A one-device prediction ``row`` as a DistributedDataParallel iteration on ``num_devices`` GPUs.
-
-    The step plus the gradient all-reduce it does not hide (:mod:`gnnperf.predictor.parallel`), added to the
-    interval's bounds as well: the all-reduce is a data-sheet estimate with no spread of its own measured.
-    """
-    from gnnperf.predictor.parallel import ddp_step
-
-    fields: dict[str, Any] = {"num_devices": num_devices}
-    if "bwd" not in row["timed"]:  # no backward pass, no gradients to all-reduce
-        return fields
-    ddp = ddp_step(
-        row["iteration_time_ms"], graph.param_count(), row["precision"], num_devices, spec.interconnect, spec.name,
-    )  # fmt: skip
-    return {
-        **fields,
-        "iteration_time_ms": ddp.iteration_ms,
-        "interval_ms": [v + ddp.exposed_ms for v in row["interval_ms"]],
-        "ddp": {
-            "step_ms": ddp.step_ms,
-            "allreduce_ms": ddp.allreduce_ms,
-            "exposed_allreduce_ms": ddp.exposed_ms,
-            "allreduce_gbs": ddp.link_gbs,
-            "interconnect": spec.interconnect,
-        },
-    }
 
 
 def _positive_ms(ms: Any) -> bool:

@@ -20,9 +20,14 @@ stragglers and the host, DDP's first-iteration bucket rebuilding, and machines b
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gnnperf.errors import GnnperfError
+
+if TYPE_CHECKING:
+    from gnnperf.hardware.table import HardwareSpec
 
 PARALLEL = ("dp", "ddp")  # torch.nn.DataParallel (learned) | DistributedDataParallel (composed here)
 
@@ -101,6 +106,32 @@ def ddp_step(
     last_bucket = allreduce_ms(min(nbytes, BUCKET_MB * 2**20), num_devices, gbs)
     exposed = max(total - BACKWARD_SHARE * step_ms, last_bucket)
     return DdpStep(step_ms, total, exposed, gbs)
+
+
+def ddp_row(row: Mapping[str, Any], num_params: int, spec: HardwareSpec, num_devices: int) -> dict[str, Any]:
+    """The fields that make a one-device prediction ``row`` a DDP iteration on ``num_devices`` GPUs of ``spec``.
+
+    The step plus the gradient all-reduce it does not hide, added to the interval's bounds as well: the all-reduce
+    is a data-sheet estimate with no spread of its own measured. ``ddp`` holds the parts.
+    """
+    fields: dict[str, Any] = {"num_devices": num_devices}
+    if "bwd" not in row["timed"]:  # no backward pass, no gradients to all-reduce
+        return fields
+    ddp = ddp_step(
+        row["iteration_time_ms"], num_params, row["precision"], num_devices, spec.interconnect, spec.name
+    )
+    return {
+        **fields,
+        "iteration_time_ms": ddp.iteration_ms,
+        "interval_ms": [v + ddp.exposed_ms for v in row["interval_ms"]],
+        "ddp": {
+            "step_ms": ddp.step_ms,
+            "allreduce_ms": ddp.allreduce_ms,
+            "exposed_allreduce_ms": ddp.exposed_ms,
+            "allreduce_gbs": ddp.link_gbs,
+            "interconnect": spec.interconnect,
+        },
+    }
 
 
 def check_parallel(parallel: str) -> None:
