@@ -39,7 +39,8 @@ BUCKET_MB = 25.0
 BACKWARD_SHARE = 0.64
 # The bus bandwidth NCCL's all-reduce reaches at large sizes, as a share of the link's per-direction bandwidth:
 # 8x A100 SXM4 (NVLink 3, 300 GB/s a direction) reach 230-250 GB/s, 8x H100 PCIe (Gen5, 63 GB/s) 35-45 GB/s
-# (nccl-tests reference table, docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests).
+# (nccl-tests reference table, docs.alayanew.com/en/docs/tech-blog/2026-05-06-nccl-tests). AMD's Infinity Fabric
+# (RCCL) is taken as NVLink: no figure for it was at hand.
 LINK_EFFICIENCY = {"nvlink": 0.8, "infinity-fabric": 0.8, "pcie": 0.65}
 # PCIe: GB/s per lane and direction, by generation (after line coding)
 _PCIE_LANE_GBS = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
