@@ -250,12 +250,15 @@ class Predictor:
         hardware_file: str | None = None,
         calibrated: bool = True,
         batch_cap: bool = True,
+        device_floor: bool = True,
     ) -> list[dict]:
         """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops.
 
         With ``batch_cap`` a prediction is at most those of the same step at the powers of two above its batch
         and at the larger batches asked in the same call (:mod:`gnnperf.predictor.batch_cap`); ``capped_at_batch``
-        names the batch that set it, if one did.
+        names the batch that set it, if one did. With ``device_floor`` a DataParallel step on several GPUs is at
+        least the same step's on one (:data:`~gnnperf.predictor.parallel.DP_FLOOR_NOTE`); ``floored_at_one_device``
+        says it set the time.
         After :meth:`calibrate`, predictions of a calibrated device and workload are scaled and carry
         ``calibration_factor``, unless ``calibrated`` is false.
         """
@@ -313,6 +316,18 @@ class Predictor:
                     index[key] = len(items)
                     items.append(self._item(graph, spec, key[-1], features))
                 ladder.append((b, index[key]))
+        floors: list[
+            int | None
+        ] = []  # per asked DataParallel query on several GPUs, its one-device step's item
+        for graph, spec, workload in graphs:
+            key = (graph.model_ref, spec.name, replace(workload, num_devices=1))
+            if not device_floor or workload.num_devices == 1:
+                floors.append(None)
+                continue
+            if key not in index:
+                index[key] = len(items)
+                items.append(self._item(graph, spec, key[-1], features))
+            floors.append(index[key])
         gnn_ms, node_ms = predict_samples(self.model, items)
         gnn_ms = gnn_ms.numpy()
         all_ms, share = gnn_ms, [0.0] * len(items)
@@ -330,6 +345,10 @@ class Predictor:
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
             ms, cap_batch = capped[i]
+            j = floors[i]
+            floor = None if j is None else capped[j][0] if j < len(graphs) else float(all_ms[j])
+            floored = floor is not None and floor > ms
+            ms = floor if floored else ms
             (lo, hi), scope = interval_for(self.info, spec.name, workload.mode, workload.precision)
             row = {
                 "model": graph.model_ref,
@@ -362,6 +381,9 @@ class Predictor:
             row["capped_at_batch"] = cap_batch
             if cap_batch is not None:
                 row["uncapped_ms"] = float(all_ms[i])
+            row["floored_at_one_device"] = floored
+            if floored:
+                row["unfloored_ms"] = float(capped[i][0])
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name

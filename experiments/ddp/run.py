@@ -6,9 +6,10 @@ data-parallel by Megatron-LM (its own GPT, not the HuggingFace model the single-
 does not record how the batch of 4 splits over the GPUs; 1 per GPU is the only reading its time allows (the
 HuggingFace model at batch 4 on one A100 80GB PCIe took 1,636 ms, at batch 1 524 ms), and both are scored.
 
-For each reading, the shipped predictor's DDP composition (``--parallel ddp``), its learned DataParallel prediction
-(``--parallel dp``) and the one-device step alone; for context, the same predictor on the single-GPU training
-labels of the same model (A100 80GB PCIe and the other GPUs), which it learned from.
+For each reading, the shipped predictor's DDP composition (``--parallel ddp``), its learned DataParallel
+prediction (``--parallel dp``: floored at the one-device step, and the network's own) and the one-device step
+alone; for context, the same predictor on the single-GPU training labels of the same model (A100 80GB PCIe and the
+other GPUs), which it learned from.
 
     .venv/bin/python experiments/ddp/run.py --neusight ../shared/external/neusight --out experiments/ddp/results.json
 """
@@ -59,6 +60,8 @@ def main() -> None:
             "dataparallel_ms": round(learned_dp, 2),
             "dataparallel_error": round(learned_dp / measured - 1, 4),
             "dataparallel_outside_training_range": rows[2]["outside_training_range"],
+            # the network's own DataParallel time where the device floor raised it to the one-device step's
+            "dataparallel_network_ms": round(rows[2].get("unfloored_ms", learned_dp), 2),
         }
         print(
             f"{per_gpu} per GPU: step {step:.1f} ms, DDP {ddp:.1f}, DataParallel {learned_dp:.1f}; measured {measured:.1f}"

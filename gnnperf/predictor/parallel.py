@@ -31,6 +31,18 @@ if TYPE_CHECKING:
 
 PARALLEL = ("dp", "ddp")  # torch.nn.DataParallel (learned) | DistributedDataParallel (composed here)
 
+# Why ``Predictor.predict`` floors a DataParallel step on several GPUs at the same step on one: each GPU runs the
+# one-device step on its share, plus the scatter, the weights' broadcast and the gradients' reduction. Over the
+# torchvision benchmark's 2,304 (model, GPU, precision, mode, batch per GPU) pairs timed on one GPU and on more,
+# the several-GPU step took 0.96-16.2x the one-GPU step (median 2.1); the 28 below 1 are fp64 steps of the TITAN Xp
+# and TITAN RTX, at most 4% faster. The network learned device counts from those CNN rows alone, and for transformers
+# it can say far faster: the shipped v20 did for 28 of 540 multi-GPU queries of a grid (GPT-2 and BERT, by up to
+# 16%), for none of the CNNs, and the floor changes none of its predictions of the benchmark's 768 multi-GPU
+# training rows, fp64 aside (experiments/torchvision_devices/results_dp_floor.json).
+DP_FLOOR_NOTE = (
+    "predicted faster on several GPUs than on one at the same per-device batch, so given the one-GPU time"
+)
+
 # torch's DistributedDataParallel(bucket_cap_mb=25) default
 BUCKET_MB = 25.0
 # The backward pass's share of a forward + backward step: the median over NeuSight's 31 single-GPU training labels

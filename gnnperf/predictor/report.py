@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gnnperf.console import stdout_console
 from gnnperf.predictor.coverage import THIN_ROWS
+from gnnperf.predictor.parallel import DP_FLOOR_NOTE
 
 # The GNN's MAPE on a GPU no training row had (experiments/h200_unseen/results.json, predictors.gnn.all.mape,
 # rounded; a test keeps the two equal), quoted for devices predicted from their specs.
@@ -109,6 +110,8 @@ def print_row(row: dict) -> None:
             f"  at most the batch-{row['capped_at_batch']} prediction ({NOTES['capped_at_batch'][1]}; the network "
             f"said {row['uncapped_ms']:.2f} ms)"
         )
+    if row.get("floored_at_one_device"):
+        print(f"  {DP_FLOOR_NOTE} (the network said {row['unfloored_ms']:.2f} ms)")
     if row["priced_at_fp32_peak"]:
         print(
             f"  {row['hardware']} has no {row['precision']} rate of its own in the hardware table: priced at its FP32 "
@@ -186,6 +189,7 @@ NOTES = {
         "batch cap",
         "predicted slower than at a larger batch, so given that time: a smaller batch is never slower",
     ),
+    "floored_at_one_device": ("device floor", DP_FLOOR_NOTE),
     "precision_predicted_as": (
         "as fp16",
         "bf16 at the device's fp16 rate, and barely seen in training: predicted as the fp16 step",

@@ -497,3 +497,24 @@ def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(
     # a device whose entry gives no GPU-to-GPU bandwidth: one error line
     assert main([*args, "--hardware", "gh200", "--parallel", "ddp"]) == 2
     assert "gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU bandwidth" in capsys.readouterr().err
+
+
+def test_a_dataparallel_step_is_never_predicted_faster_than_on_one_gpu(capsys):
+    """The shipped network says GPT-2 is faster on two V100s than on one (it learned device counts from CNNs)."""
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    one = Query("hf:gpt2?class=GPT2LMHeadModel", "v100-pcie-32gb", 64, input_shape=(512,))
+    two = replace(one, num_devices=2)
+    (alone,) = predictor.predict(one)
+    (raw,) = predictor.predict(two, device_floor=False)
+    (row,) = predictor.predict(two)
+    assert raw["iteration_time_ms"] < alone["iteration_time_ms"] and not raw["floored_at_one_device"]
+    assert row["floored_at_one_device"] and row["iteration_time_ms"] == pytest.approx(
+        alone["iteration_time_ms"]
+    )
+    assert row["unfloored_ms"] == pytest.approx(raw["iteration_time_ms"])
+    assert not alone["floored_at_one_device"]
+    args = ["predict", "hf:gpt2?class=GPT2LMHeadModel", "--seq-len", "512", "--hardware", "v100-pcie-32gb"]
+    assert main([*args, "--batch-size", "64", "--num-devices", "2"]) == 0
+    assert "predicted faster on several GPUs than on one" in capsys.readouterr().out
