@@ -304,30 +304,27 @@ class Predictor:
             workload = as_run.workload(graph.input_shape)
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
-        # the larger batches each prediction is capped at: items after the asked ones, each step once (a step's
-        # workload at batch 1 stands for it at every batch)
+        # the steps the asked ones are capped or floored at: items after the asked ones, each step once
         index = {(g.model_ref, s.name, w): i for i, (g, s, w) in enumerate(graphs)}
-        steps = [((g.model_ref, s.name, replace(w, batch_size=1)), w.batch_size) for g, s, w in graphs]
-        ladders: list[list[tuple[int, int]]] = [[] for _ in graphs]
-        for (graph, spec, workload), ladder, larger in zip(graphs, ladders, cap_batches(steps), strict=True):
-            for b in larger if batch_cap else []:
-                key = (graph.model_ref, spec.name, replace(workload, batch_size=b))
-                if key not in index:
-                    index[key] = len(items)
-                    items.append(self._item(graph, spec, key[-1], features))
-                ladder.append((b, index[key]))
-        floors: list[
-            int | None
-        ] = []  # per asked DataParallel query on several GPUs, its one-device step's item
-        for graph, spec, workload in graphs:
-            key = (graph.model_ref, spec.name, replace(workload, num_devices=1))
-            if not device_floor or workload.num_devices == 1:
-                floors.append(None)
-                continue
+
+        def item_of(graph, spec: HardwareSpec, workload: Workload) -> int:
+            key = (graph.model_ref, spec.name, workload)
             if key not in index:
                 index[key] = len(items)
-                items.append(self._item(graph, spec, key[-1], features))
-            floors.append(index[key])
+                items.append(self._item(graph, spec, workload, features))
+            return index[key]
+
+        # the larger batches each prediction is capped at (a step's workload at batch 1 stands for it at every batch)
+        steps = [((g.model_ref, s.name, replace(w, batch_size=1)), w.batch_size) for g, s, w in graphs]
+        ladders = [
+            [(b, item_of(g, s, replace(w, batch_size=b))) for b in (larger if batch_cap else [])]
+            for (g, s, w), larger in zip(graphs, cap_batches(steps), strict=True)
+        ]
+        # a DataParallel step on several GPUs is floored at its step on one (the device floor)
+        floors = [
+            item_of(g, s, replace(w, num_devices=1)) if device_floor and w.num_devices > 1 else None
+            for g, s, w in graphs
+        ]
         gnn_ms, node_ms = predict_samples(self.model, items)
         gnn_ms = gnn_ms.numpy()
         all_ms, share = gnn_ms, [0.0] * len(items)
