@@ -1,8 +1,9 @@
-"""DistributedDataParallel: one device's step plus the gradient all-reduce its backward pass does not hide.
+"""Several GPUs: DistributedDataParallel composed, and the floor of a DataParallel prediction (:data:`DP_FLOOR_NOTE`).
 
 No source gnnperf learns from timed ``DistributedDataParallel`` (DDP): the only multi-GPU training rows are the
 torchvision benchmark's ``DataParallel`` ones (one process scattering each batch, 1-4 GPUs), which scale far worse.
-So a DDP iteration is composed here, not learned (as the memory estimate is), from parts that are:
+So a DDP iteration is composed here, not learned (as the memory estimate is): one device's step plus the gradient
+all-reduce its backward pass does not hide, from parts that are:
 
 - the step of one device at the per-device batch: the GNN's prediction (DDP runs the same program on each GPU);
 - the all-reduce of the gradients: a ring all-reduce moves ``2 (n - 1) / n`` times the gradient bytes through each
