@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from dataclasses import replace
 
 from gnnperf.predictor.report import fastest_first, print_comparison, print_row
@@ -133,6 +134,14 @@ def run(args: argparse.Namespace) -> int:
     if args.seq_len is not None and args.seq_len < 1:
         raise GnnperfError(f"--seq-len must be at least 1, got {args.seq_len}")
     hardware = _hardware_names(args.hardware, args.hardware_file)
+    no_link = []  # with 'all' and DDP: the GPUs whose entry gives no peer bandwidth, left out of the ranking
+    if args.parallel == "ddp" and max(device_counts) > 1 and _asks_every_gpu(args.hardware):
+        from gnnperf.hardware.table import load_table
+        from gnnperf.predictor.parallel import link_gbs
+
+        table = load_table(args.hardware_file)
+        no_link = [h for h in hardware if h in table and link_gbs(table[h].interconnect) is None]
+        hardware = [h for h in hardware if h not in no_link]
     if (len(hardware) > 1 or len(device_counts) > 1) and args.calibrate:
         raise GnnperfError(
             "--calibrate scales the predictions for the device and device count it was measured with: give one "
@@ -229,6 +238,12 @@ def run(args: argparse.Namespace) -> int:
         print_row(rows[0])
     else:
         print_comparison(rows)
+    if no_link:  # beside the JSON lines, not among them
+        print(
+            f"  left out: {', '.join(no_link)} (their entries give no GPU-to-GPU bandwidth, which --parallel ddp "
+            "needs; a --hardware-file entry can give one)",
+            file=sys.stderr if args.json else sys.stdout,
+        )
     return 0
 
 

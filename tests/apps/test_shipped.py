@@ -494,9 +494,14 @@ def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(
     out = capsys.readouterr().out
     assert "DistributedDataParallel: one device's predicted step" in out and "pcie4x16" in out
     assert "gradients + DDP buckets + optimizer" in out
-    # a device whose entry gives no GPU-to-GPU bandwidth: one error line
+    # a device whose entry gives no GPU-to-GPU bandwidth: one error line; left out of a ranking of every GPU
     assert main([*args, "--hardware", "gh200", "--parallel", "ddp"]) == 2
     assert "gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU bandwidth" in capsys.readouterr().err
+    assert main([*args, "--hardware", "all", "--parallel", "ddp", "--json"]) == 0
+    out, err = capsys.readouterr()
+    ranked = {json.loads(line)["hardware"] for line in out.splitlines()}
+    assert "h100-sxm" in ranked and not {"gh200", "mi250"} & ranked
+    assert "left out: gh200, intel-max-1550, mi250, mi250-gcd" in err
 
 
 def test_a_dataparallel_step_is_never_predicted_faster_than_on_one_gpu(capsys):
