@@ -15,7 +15,8 @@ all-reduce its backward pass does not hide, from parts that are:
   pass), and at least for the last bucket, which only starts once the backward pass ends.
 
 Left out: the all-reduce's per-call latency (tens of microseconds, so small steps are a little under-estimated),
-stragglers and the host, DDP's first-iteration bucket rebuilding, and machines beyond one node.
+stragglers and the host, DDP's first-iteration bucket rebuilding, and the network between machines (a prediction
+for more than :data:`GPUS_PER_MACHINE` GPUs says so: ``beyond_one_machine``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ DP_FLOOR_NOTE = (
     "predicted faster on several GPUs than on one at the same per-device batch, so given the one-GPU time"
 )
 
+GPUS_PER_MACHINE = 8  # the most GPUs one machine of these links holds (HGX/DGX boards); more span machines
 # torch's DistributedDataParallel(bucket_cap_mb=25) default
 BUCKET_MB = 25.0
 # The backward pass's share of a forward + backward step: the median over NeuSight's 31 single-GPU training labels
@@ -144,6 +146,8 @@ def ddp_row(row: Mapping[str, Any], num_params: int, spec: HardwareSpec, num_dev
             "exposed_allreduce_ms": ddp.exposed_ms,
             "allreduce_gbs": ddp.link_gbs,
             "interconnect": spec.interconnect,
+            # an 8-GPU machine is the largest with one NVLink/PCIe fabric; beyond it the ring crosses the network
+            "beyond_one_machine": num_devices > GPUS_PER_MACHINE,
         },
     }
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from gnnperf.console import stdout_console
 from gnnperf.predictor.coverage import THIN_ROWS
-from gnnperf.predictor.parallel import DP_FLOOR_NOTE
+from gnnperf.predictor.parallel import DP_FLOOR_NOTE, GPUS_PER_MACHINE
 
 # The GNN's MAPE on a GPU no training row had (experiments/h200_unseen/results.json, predictors.gnn.all.mape,
 # rounded; a test keeps the two equal), quoted for devices predicted from their specs.
@@ -270,7 +270,7 @@ def print_comparison(rows: list[dict]) -> None:
         ref = first["measured_on"]
         notes.append(f"scaled from {ref['ms']:.2f} ms measured on {ref['hardware']} by the predicted ratio")
     if any(r["num_devices"] > 1 for r in rows):
-        notes.append(parallel_note(next(r for r in rows if r["num_devices"] > 1), one=False))
+        notes.append(parallel_note(max(rows, key=lambda r: r["num_devices"]), one=False))
     if epoch:
         notes.append(f"epochs of {epoch['samples']} samples; data loading and evaluation not included")
     notes += list(dict.fromkeys(r["memory_note"] for r in rows if "memory_note" in r))
@@ -281,7 +281,8 @@ def print_comparison(rows: list[dict]) -> None:
 def parallel_note(row: dict, one: bool = True) -> str:
     """How a prediction on several GPUs runs them: ``DataParallel`` as learned, or ``DistributedDataParallel``.
 
-    With ``one``, the DDP line gives ``row``'s all-reduce times; in a table (several rows) only what they share.
+    With ``one``, the DDP line gives ``row``'s all-reduce times; for a table (given its row with the most devices)
+    only what the rows share.
     """
     if row["parallel"] == "dp":
         return (
@@ -298,7 +299,12 @@ def parallel_note(row: dict, one: bool = True) -> str:
         if one
         else ", a ring over each GPU's interconnect (--json: ddp)"
     )
-    return f"{how}{ring}; composed from the data sheet, not learned: no source here timed DDP"
+    beyond = (
+        f"; beyond {GPUS_PER_MACHINE} GPUs the ring crosses machines, whose network is slower than the link priced"
+        if d["beyond_one_machine"]
+        else ""
+    )
+    return f"{how}{ring}; composed from the data sheet, not learned: no source here timed DDP{beyond}"
 
 
 def _calibrated(row: dict) -> str:

@@ -482,6 +482,10 @@ def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(
     assert row["iteration_time_ms"] == pytest.approx(alone["iteration_time_ms"] + exposed)
     assert row["interval_ms"] == pytest.approx([v + exposed for v in alone["interval_ms"]])
     assert not row["outside_training_range"]  # one device's step: no device count beyond the trained 1..4
+    (sixteen,) = predictor.predict(
+        replace(ddp, num_devices=16)
+    )  # two 8-GPU machines: the network is not priced
+    assert sixteen["ddp"]["beyond_one_machine"] and not row["ddp"]["beyond_one_machine"]
     # DDP's buckets are a second copy of the gradients on each device
     memory, single = predictor.memory(ddp), predictor.memory(one)
     assert memory["ddp_buckets_mb"] == single["gradients_mb"] > 0 and single["ddp_buckets_mb"] == 0
