@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl
 
 import torch
 from torch import nn
@@ -125,11 +126,11 @@ def hf_spec(path: str) -> ModelSpec:
 def _options(path: str, query: str) -> dict[str, str]:
     """``class=X&n_layer=2`` -> ``{"class": "X", "n_layer": "2"}``; a part without a name or a value is an error."""
     options: dict[str, str] = {}
-    for part in query.split("&") if query else []:
-        key, _, value = part.partition("=")
+    for key, value in parse_qsl(query, keep_blank_values=True):  # as zoo: references are read
         if not key or not value or key in options:
             raise GnnperfError(
-                f"hf:{path}?{query}: expected class=NAME or field=value options joined by &, each once; got '{part}'"
+                f"hf:{path}?{query}: expected class=NAME or field=value options joined by &, each once; got "
+                f"'{key}={value}'"
             )
         options[key] = value
     return options

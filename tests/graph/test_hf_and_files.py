@@ -445,7 +445,7 @@ def test_an_hf_model_type_is_built_from_its_config_classs_defaults_and_the_field
         ("hf:gpt5", "hf config not found: gpt5 \\(nor is it a transformers model type, such as gpt2"),
         ("hf:gpt2?n_layer=0", "num_hidden_layers must be at least 1, got 0"),
         ("hf:gpt2?n_layer=2&n_layer=3", "each once; got 'n_layer=3'"),
-        ("hf:gpt2?n_layer", "each once; got 'n_layer'"),
+        ("hf:gpt2?n_layer", "each once; got 'n_layer='"),
         ("hf:no/such/config", "hf config not found: no/such/config$"),
     ],
 )
