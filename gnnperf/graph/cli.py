@@ -10,7 +10,7 @@ from collections import Counter
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model",
-        help="timm:NAME, torchvision:NAME, hf:config.json, zoo:FAMILY?k=v, file.onnx, pkg.mod:fn, file.py:fn",
+        help="timm:NAME, torchvision:NAME, hf:config.json or hf:MODEL_TYPE?k=v, zoo:FAMILY?k=v, file.onnx, pkg.mod:fn, file.py:fn",
     )
     parser.add_argument("--batch-size", type=int, default=1, help="batch size to specialise to (default 1)")
     shape = parser.add_mutually_exclusive_group()

@@ -16,7 +16,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "model",
         nargs="+",
-        help="model reference (timm:NAME, torchvision:NAME, hf:config.json, zoo:..., .onnx, pkg.mod:fn, file.py:fn); several "
+        help="model reference (timm:NAME, torchvision:NAME, hf:config.json, hf:MODEL_TYPE, zoo:..., .onnx, pkg.mod:fn, file.py:fn); several "
         "for a comparison table",
     )
     parser.add_argument(

@@ -5,6 +5,8 @@ Forms (GUIDE "Model reference"):
 - ``timm:NAME`` (deprecated aliases resolve through timm), ``torchvision:NAME``
 - ``hf:PATH/TO/config.json[?class=NAME]``: ``transformers`` builds the class named in ``architectures`` (else the
   base model), or ``NAME``, with ``from_config``; deep configs can be built shallower (see ``ModelSpec.num_layers``)
+- ``hf:MODEL_TYPE[?class=NAME&field=value...]``: a transformers model type with its config class's defaults
+  (:mod:`gnnperf.zoo.hf`)
 - ``zoo:FAMILY?key=value&...``: a parametric family from :mod:`gnnperf.zoo.registry`
 - ``path/to/model.onnx``: an existing ONNX graph (nothing to build)
 - ``package.module:factory``: a callable returning an ``nn.Module``
@@ -158,7 +160,7 @@ def resolve(ref: str) -> ModelSpec:
     if re.fullmatch(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*", ref):
         return _factory(ref)
     raise GnnperfError(
-        f"unknown model reference '{ref}': expected timm:NAME, torchvision:NAME, hf:config.json, "
+        f"unknown model reference '{ref}': expected timm:NAME, torchvision:NAME, hf:config.json, hf:MODEL_TYPE, "
         "zoo:FAMILY?k=v, path/to/model.onnx, package.module:factory or path/to/file.py:factory"
     )
 
