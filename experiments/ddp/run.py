@@ -11,6 +11,10 @@ prediction (``--parallel dp``: floored at the one-device step, and the network's
 alone; for context, the same predictor on the single-GPU training labels of the same model (A100 80GB PCIe and the
 other GPUs), which it learned from.
 
+Second, the weak scaling NVIDIA published for its ResNet-50 v1.5 PyTorch recipe (:data:`DLE_RESNET50`; DDP, 112 or
+256 images per GPU, DALI decoding on the CPU): the measured 8-GPU over 1-GPU iteration time (8 x the one-GPU throughput
+over the eight-GPU one) beside the composed DDP's, and the predicted one-GPU throughput beside the measured.
+
     .venv/bin/python experiments/ddp/run.py --neusight ../shared/external/neusight --out experiments/ddp/results.json
 """
 
@@ -26,6 +30,60 @@ import pandas as pd
 
 from gnnperf.hardware.table import canonical_name
 from gnnperf.predict import Predictor, Query
+
+# NVIDIA DeepLearningExamples, PyTorch/Classification/ConvNets/resnet50v1.5/README.md, "Training performance
+# results" (pytorch-21.03 NGC container; DGX A100 80GB and DGX-1 16GB/32GB): images/s on 1 and on 8 GPUs; the batch
+# per GPU and the layout from the recipe's PyTorch/Classification/ConvNets/configs.yml (AMP: 256, NHWC; A100 TF32:
+# 256; V100 FP32: 112), which the repository may have changed after those runs.
+DLE_SOURCE = (
+    "github.com/NVIDIA/DeepLearningExamples PyTorch/Classification/ConvNets/resnet50v1.5/README.md and "
+    "PyTorch/Classification/ConvNets/configs.yml"
+)
+DLE_RESNET50 = [  # (hardware, precision, batch per GPU, memory format, images/s on 1 GPU, on 8)
+    ("a100-sxm4-80gb", "tf32", 256, "contiguous", 938, 7248),
+    ("a100-sxm4-80gb", "amp_fp16", 256, "channels_last", 2470, 16621),
+    ("v100-sxm2-16gb", "fp32", 112, "contiguous", 367, 2855),
+    ("v100-sxm2-16gb", "amp_fp16", 256, "channels_last", 1200, 8322),
+    ("v100-sxm2-32gb", "fp32", 112, "contiguous", 356, 2766),
+    ("v100-sxm2-32gb", "amp_fp16", 256, "channels_last", 1156, 8056),
+]
+
+
+def dle_scaling(predictor: Predictor) -> list[dict]:
+    """The published 8-GPU/1-GPU iteration-time ratios beside the composed DDP's (see the module docstring)."""
+    queries = [
+        Query("torchvision:resnet50", hw, batch, precision=precision, memory_format=layout)
+        for hw, precision, batch, layout, _, _ in DLE_RESNET50
+    ]
+    ones = predictor.predict(queries)
+    eights = predictor.predict([replace(q, num_devices=8, parallel="ddp") for q in queries])
+    out = []
+    for row, q, one, eight in zip(DLE_RESNET50, queries, ones, eights, strict=True):
+        one_img_s, eight_img_s = row[4], row[5]
+        measured = 8 * one_img_s / eight_img_s
+        composed = eight["iteration_time_ms"] / one["iteration_time_ms"]
+        predicted_img_s = q.batch_size / one["iteration_time_ms"] * 1000
+        out.append(
+            {
+                "hardware": q.hardware,
+                "precision": q.precision,
+                "batch_per_gpu": q.batch_size,
+                "memory_format": q.memory_format,
+                "measured_img_s": [one_img_s, eight_img_s],
+                "measured_8_over_1_iteration": round(measured, 3),
+                "ddp_8_over_1_iteration": round(composed, 4),
+                "ddp_allreduce_ms": round(eight["ddp"]["allreduce_ms"], 3),
+                "ddp_exposed_ms": round(eight["ddp"]["exposed_allreduce_ms"], 3),
+                "predicted_one_gpu_img_s": round(predicted_img_s),
+                # predicted / measured one-GPU iteration time, less 1
+                "one_gpu_error": round(one_img_s / predicted_img_s - 1, 4),
+            }
+        )
+        print(
+            f"DLE {q.hardware} {q.precision}: 8/1 iteration measured {measured:.3f}, composed {composed:.4f}; "
+            f"one GPU {predicted_img_s:.0f} img/s predicted, {one_img_s} measured"
+        )
+    return out
 
 
 def main() -> None:
@@ -99,6 +157,10 @@ def main() -> None:
         "checkpoint": os.path.relpath(predictor.path),
         "readings": readings,
         "single_gpu_labels_of_the_model": context,
+        "deeplearningexamples_resnet50": {
+            "source": DLE_SOURCE,
+            "rows": dle_scaling(predictor),
+        },
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
 
