@@ -339,13 +339,12 @@ class Predictor:
                 f"uses the {self.hparams.get('readout')} readout"
             )
         capped = cap_at_larger(all_ms, ladders)
+        item_ms = [c[0] for c in capped] + [float(v) for v in all_ms[len(graphs) :]]  # asked ones as capped
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
             ms, cap_batch = capped[i]
-            j = floors[i]
-            floor = None if j is None else capped[j][0] if j < len(graphs) else float(all_ms[j])
-            floored = floor is not None and floor > ms
-            ms = floor if floored else ms
+            floored = floors[i] is not None and item_ms[floors[i]] > ms
+            ms = item_ms[floors[i]] if floored else ms
             (lo, hi), scope = interval_for(self.info, spec.name, workload.mode, workload.precision)
             row = {
                 "model": graph.model_ref,

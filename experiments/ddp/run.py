@@ -126,10 +126,13 @@ def main() -> None:
         )
 
     single = labels[(labels.model == "gpt2_large") & (labels["mode"] == "train") & labels.option.isna()]
+    queries = [
+        replace(base, hardware=canonical_name(r.device), batch_size=int(r.batch_size))
+        for _, r in single.iterrows()
+    ]
     context = []
-    for _, r in single.iterrows():
-        hardware = canonical_name(r.device)
-        (row,) = predictor.predict(replace(base, hardware=hardware, batch_size=int(r.batch_size)))
+    for (_, r), q, row in zip(single.iterrows(), queries, predictor.predict(queries), strict=True):
+        hardware = q.hardware
         context.append(
             {
                 "hardware": hardware,
