@@ -131,7 +131,7 @@ def ddp_row(row: Mapping[str, Any], num_params: int, spec: HardwareSpec, num_dev
     is a data-sheet estimate with no spread of its own measured. ``ddp`` holds the parts.
     """
     fields: dict[str, Any] = {"num_devices": num_devices}
-    if "bwd" not in row["timed"]:  # no backward pass, no gradients to all-reduce
+    if num_devices == 1 or "bwd" not in row["timed"]:  # nothing to all-reduce, so no link needed
         return fields
     ddp = ddp_step(
         row["iteration_time_ms"], num_params, row["precision"], num_devices, spec.interconnect, spec.name

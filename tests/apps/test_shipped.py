@@ -501,6 +501,8 @@ def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(
     # a device whose entry gives no GPU-to-GPU bandwidth: one error line; left out of a ranking of every GPU
     assert main([*args, "--hardware", "gh200", "--parallel", "ddp"]) == 2
     assert "gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU bandwidth" in capsys.readouterr().err
+    (gh200,) = predictor.predict(replace(ddp, hardware="gh200", num_devices=1))  # one GPU all-reduces nothing
+    assert "ddp" not in gh200 and gh200["num_devices"] == 1
     assert main([*args, "--hardware", "all", "--parallel", "ddp", "--json"]) == 0
     out, err = capsys.readouterr()
     ranked = {json.loads(line)["hardware"] for line in out.splitlines()}
