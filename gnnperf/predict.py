@@ -172,7 +172,7 @@ class Predictor:
         factor = measured_ms / there["iteration_time_ms"]
         row["iteration_time_ms"] *= factor
         row["interval_ms"] = [v * factor for v in row["interval_ms"]]
-        for op in row.get("breakdown", []):
+        for op in (*row.get("breakdown", []), *row.get("breakdown_by_class", [])):
             op["ms"] *= factor
         if "breakdown_all_ops_ms" in row:
             row["breakdown_all_ops_ms"] *= factor
@@ -254,6 +254,10 @@ class Predictor:
     ) -> list[dict]:
         """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops.
 
+        With ``breakdown=N`` a row also has ``breakdown``, the N groups of ops with the most predicted time (ops
+        repeated across blocks together, :mod:`gnnperf.predictor.breakdown`), ``breakdown_by_class`` (every op
+        class) and ``breakdown_all_ops_ms`` (all ops; the rest of the step is the readout's overhead).
+
         With ``batch_cap`` a prediction is at most those of the same step at the powers of two above its batch
         and at the larger batches asked in the same call (:mod:`gnnperf.predictor.batch_cap`); ``capped_at_batch``
         names the batch that set it, if one did. With ``device_floor`` a DataParallel step on several GPUs is at
@@ -265,6 +269,7 @@ class Predictor:
         from gnnperf.errors import GnnperfError
         from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
+        from gnnperf.predictor.breakdown import by_class, top_groups
         from gnnperf.predictor.coverage import extrapolation, same_rate_precision
         from gnnperf.predictor.interval import interval_for
         from gnnperf.predictor.model import predict_samples
@@ -392,7 +397,8 @@ class Predictor:
             if breakdown:
                 # a capped step's ops scaled alike (they are the asked batch's)
                 ops_ms = node_ms[i] * (factor or 1.0) * (ms / all_ms[i])
-                row["breakdown"] = _top_ops(graph, ops_ms, breakdown)
+                row["breakdown"] = top_groups(graph, ops_ms, breakdown)
+                row["breakdown_by_class"] = by_class(graph, ops_ms)
                 # the rest of the time is the readout's per-iteration overhead (and any fallback blend)
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())
             out.append(row)
@@ -408,17 +414,6 @@ def _has_channels_last_tensors(graph) -> bool:
     return len(graph.input_shape) in (3, 4) or any(
         n.op_type in ("Conv", "ConvTranspose") for n in graph.nodes
     )
-
-
-def _top_ops(graph, node_ms, k: int) -> list[dict[str, Any]]:
-    """The ``k`` ops of ``graph`` with the largest predicted times ``node_ms`` (one per node, in ms)."""
-    import torch
-
-    top = torch.argsort(node_ms, descending=True)[:k]
-    return [
-        {"op": graph.nodes[j].op_type, "name": graph.nodes[j].name, "ms": float(node_ms[j])}
-        for j in top.tolist()
-    ]
 
 
 def _calibration_key(row: Mapping[str, Any]) -> tuple:

@@ -89,7 +89,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="?",
         const=10,
         default=0,
-        help="list the N ops with the most predicted time",
+        help="list the N ops with the most predicted time (those at one place in repeated blocks as one) and the "
+        "time of each op class",
     )
     parser.add_argument(
         "--calibrate",

@@ -139,8 +139,11 @@ def print_row(row: dict) -> None:
         if ref.get("flags"):  # the factor divides by that prediction: its extrapolations are this row's too
             notes = ", ".join(NOTES[k][0] for k in ref["flags"])
             print(f"  the prediction on {ref['hardware']} extrapolated: {notes} (--json says which)")
+    if row.get("breakdown"):
+        print("  ops with the most time (those at one place in repeated blocks together, x how many):")
     for op in row.get("breakdown", []):
-        print(f"  {op['ms']:10.3f} ms  {op['op']:<20} {op['name']}")
+        count = f"{op['count']} x" if op["count"] > 1 else ""
+        print(f"  {op['ms']:10.3f} ms  {count:>6} {op['op']:<20} {op['name']}")
     if "breakdown_all_ops_ms" in row:
         listed = sum(op["ms"] for op in row["breakdown"])
         others = row["breakdown_all_ops_ms"] - listed
@@ -148,6 +151,11 @@ def print_row(row: dict) -> None:
         print(
             f"  {row['iteration_time_ms'] - row['breakdown_all_ops_ms']:10.3f} ms  not attributed to any op"
         )
+        classes = ", ".join(
+            f"{c['class']} {c['ms']:,.1f} ms ({c['ms'] / row['iteration_time_ms']:.0%}, {c['count']} ops)"
+            for c in row["breakdown_by_class"]
+        )
+        print(f"  by op class: {classes}")
 
 
 # Short names of a row's extrapolation flags for the comparison table, with what each means (printed once below it).

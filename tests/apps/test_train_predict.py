@@ -760,7 +760,8 @@ def test_a_smaller_batch_is_never_predicted_slower_than_the_powers_of_two_above_
     # a capped step's per-op times are scaled as its total is
     predictor.model.forward = lambda batch: (-batch["batch_size"].double().log(), torch.ones(batch.num_nodes))
     (row,) = predictor.predict(Query(model, "t4", 8), breakdown=1)
-    assert row["breakdown"][0]["ms"] == pytest.approx(8 / LARGEST)
+    (top,) = row["breakdown"]  # the MLP's 4 ReLUs, one group of ops at one place in repeated blocks
+    assert top["count"] == 4 and top["ms"] == pytest.approx(4 * 8 / LARGEST)
     # a network that predicts more time at every larger batch: nothing to cap
     predictor.model.forward = lambda batch: (batch["batch_size"].double().log(), None)
     rows = predictor.predict([Query(model, "t4", b) for b in batches])
