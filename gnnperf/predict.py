@@ -199,27 +199,35 @@ class Predictor:
         Raises:
             GnnperfError: a model the shape-only trace cannot run, or an ONNX file (no PyTorch model to trace).
         """
-        from gnnperf.errors import GnnperfError
-        from gnnperf.graph.memory import largest_batch, training_memory
+        from gnnperf.graph.memory import largest_batch
 
         spec = self.spec(query.hardware, hardware_file)
         if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
             return None
+        estimate = self._traced(query)
+        memory = estimate.on_device(spec.memory_gb)
+        if max_batch:
+            workload, ddp = query.workload(query.input_shape or ()), query.parallel == "ddp"
+            memory["largest_batch"] = largest_batch(
+                query.model, workload, spec.memory_gb, estimate, ddp, query.activation_checkpointing
+            )
+        return memory
+
+    def _traced(self, query: Query):
+        """The query's :class:`~gnnperf.graph.memory.MemoryEstimate`, traced once per model and workload."""
+        from gnnperf.errors import GnnperfError
+        from gnnperf.graph.memory import training_memory
+
         workload = query.workload(query.input_shape or ())  # () is the model's default input
-        ddp = query.parallel == "ddp"
-        key = (query.model, workload, ddp)
+        key = (query.model, workload, query.parallel == "ddp", query.activation_checkpointing)
         if key not in self._memory:
             try:
-                self._memory[key] = training_memory(query.model, workload, ddp)
+                self._memory[key] = training_memory(query.model, workload, *key[2:])
             except GnnperfError as e:  # kept too: a comparison over many devices asks again for each
                 self._memory[key] = e
         if isinstance(self._memory[key], GnnperfError):
             raise self._memory[key]
-        estimate = self._memory[key]
-        memory = estimate.on_device(spec.memory_gb)
-        if max_batch:
-            memory["largest_batch"] = largest_batch(query.model, workload, spec.memory_gb, estimate, ddp)
-        return memory
+        return self._memory[key]
 
     def _item(self, graph, spec: HardwareSpec, workload: Workload, features: dict):
         """The network's input for ``workload`` of ``graph`` on ``spec`` (``hardware`` for the fallback's baseline).
@@ -274,6 +282,7 @@ class Predictor:
         from gnnperf.predictor.interval import interval_for
         from gnnperf.predictor.model import predict_samples
         from gnnperf.predictor.parallel import ddp_row
+        from gnnperf.predictor.recompute import recompute_row
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         if not queries:
@@ -307,6 +316,8 @@ class Predictor:
             layout = "contiguous" if moot else q.memory_format
             as_run = replace(q, memory_format=layout, precision=precision, num_devices=devices)
             workload = as_run.workload(graph.input_shape)
+            if q.activation_checkpointing:
+                _check_checkpointing(self, q, workload)
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
         # the steps the asked ones are capped or floored at: items after the asked ones, each step once
@@ -377,6 +388,11 @@ class Predictor:
             row["precision_predicted_as"] = (
                 workload.precision if workload.precision != row["precision"] else None
             )
+            if queries[i].activation_checkpointing:  # the step, then the blocks' forward pass again
+                ck = self._traced(queries[i]).checkpointing
+                row["activation_checkpointing"] = recompute_row(ms, ck.blocks, ck.recompute_share)
+                row["iteration_time_ms"] += row["activation_checkpointing"]["recompute_ms"]
+                row["interval_ms"] = [v * row["iteration_time_ms"] / ms for v in row["interval_ms"]]
             if queries[i].parallel == "ddp":
                 row.update(ddp_row(row, graph.param_count(), spec, queries[i].num_devices))
             row["capped_at_batch"] = cap_batch
@@ -403,6 +419,20 @@ class Predictor:
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())
             out.append(row)
         return out
+
+
+def _check_checkpointing(predictor: Predictor, query: Query, workload: Workload) -> None:
+    """Raise :class:`GnnperfError` where activation checkpointing does not apply to ``query`` or cannot be traced."""
+    from gnnperf.errors import GnnperfError
+
+    if workload.mode != "train" or workload.timed == "fwd":
+        raise GnnperfError(
+            "activation checkpointing recomputes blocks in the backward pass: it needs a training step that has one"
+        )
+    try:
+        predictor._traced(query)
+    except GnnperfError as e:
+        raise GnnperfError(f"activation checkpointing: {e}") from None
 
 
 def _positive_ms(ms: Any) -> bool:

@@ -38,8 +38,10 @@ import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_map_only
+from torch.utils.flop_counter import FlopCounterMode
 
 from gnnperf.errors import GnnperfError
+from gnnperf.graph.checkpointing import BlockTrace
 from gnnperf.measure.workload import Workload
 
 # cuBLAS/cuDNN workspaces and small buffers: what the rest of the estimate leaves unexplained in the H200 peaks
@@ -58,6 +60,15 @@ _MB = 2**20
 
 
 @dataclass(frozen=True)
+class Checkpointed:
+    """Activation checkpointing of the model's repeated blocks, as traced (:mod:`gnnperf.graph.checkpointing`)."""
+
+    blocks: int  # how many modules are checkpointed (0: the model has no repeated blocks)
+    recompute_share: float  # the blocks' share of the forward FLOPs, which the backward pass runs again
+    activations_plain_mb: float  # the saved activations without checkpointing
+
+
+@dataclass(frozen=True)
 class MemoryEstimate:
     """Peak memory of one training step on one device, in MB (2**20 bytes), by what holds it."""
 
@@ -69,10 +80,12 @@ class MemoryEstimate:
     # DistributedDataParallel's gradient buckets: a second copy of the gradients (torch's default
     # gradient_as_bucket_view=False), on each of more than one device
     ddp_buckets_mb: float = 0.0
+    # with activation checkpointing: activations_mb is then the checkpointed step's peak
+    checkpointing: Checkpointed | None = None
 
     @property
     def total_mb(self) -> float:
-        return sum(asdict(self).values())
+        return sum(v for k, v in asdict(self).items() if k.endswith("_mb"))
 
     def as_dict(self) -> dict[str, float]:
         return {**asdict(self), "total_mb": self.total_mb}
@@ -184,35 +197,52 @@ def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return t.to(dtype) if t.is_floating_point() else t
 
 
-def saved_activation_bytes(
+def trace_saved(
     model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], autocast: torch.dtype | None = None
-) -> int:
-    """Bytes autograd saves for the backward pass in one training-mode forward of ``model`` on ``inputs``.
+) -> BlockTrace:
+    """What autograd saves for the backward pass in one training-mode forward of ``model`` on ``inputs``, by block.
 
     Parameters and buffers are not counted (they are the weights); a tensor saved by several ops, or through
     several views, is counted once. ``autocast``: the half-precision type of CUDA autocast, traced on any device.
+    The blocks are those activation checkpointing would recompute (:mod:`gnnperf.graph.checkpointing`).
     """
     weights = {id(t) for t in (*model.parameters(), *model.buffers())}
-    saved: dict[int, torch.Tensor] = {}  # holding the tensors keeps their ids unique during the forward
+    trace = BlockTrace()  # holding the tensors keeps their ids unique during the forward
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         base = t if t._base is None else t._base
         if id(base) not in weights:
-            saved[id(base)] = base
+            trace.save(base)
         return t
 
     model.train()
     amp = _CudaAutocast(autocast) if autocast is not None else nullcontext()
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _as_on_gpu(), amp:
+    with (
+        FlopCounterMode(display=False) as flops,
+        trace.hooks(model, weights, flops),
+        torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
+        _as_on_gpu(),
+        amp,
+    ):
         model(*inputs)
-    return sum(t.untyped_storage().nbytes() for t in saved.values())
+    return trace
 
 
-def training_memory(model_ref: str, workload: Workload, ddp: bool = False) -> MemoryEstimate:
+def saved_activation_bytes(
+    model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], autocast: torch.dtype | None = None
+) -> int:
+    """Bytes autograd saves for the backward pass in one training-mode forward (:func:`trace_saved`)."""
+    return trace_saved(model, inputs, autocast).plain_bytes()
+
+
+def training_memory(
+    model_ref: str, workload: Workload, ddp: bool = False, checkpointing: bool = False
+) -> MemoryEstimate:
     """Peak memory on one device of a training step of ``model_ref`` (see the module docstring).
 
     ``workload.batch_size`` is per device (data parallel replicates the model); with ``ddp`` and more than one
-    device, DistributedDataParallel's gradient buckets are counted too. The model runs on the ``meta``
+    device, DistributedDataParallel's gradient buckets are counted too; with ``checkpointing`` the model's
+    repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`; neither allocates. Raises :class:`GnnperfError` for an inference workload,
     an ONNX file (no PyTorch model to trace) or a model neither can run.
@@ -229,7 +259,7 @@ def training_memory(model_ref: str, workload: Workload, ddp: bool = False) -> Me
     for name, context in (("meta", lambda: torch.device("meta")), ("fake", FakeTensorMode)):
         try:
             with context():
-                activations, weight_mb, grad_mb = _trace(spec, workload, one)
+                trace, weight_mb, grad_mb = _trace(spec, workload, one)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
             first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]  # torch's meta errors run long
@@ -239,6 +269,9 @@ def training_memory(model_ref: str, workload: Workload, ddp: bool = False) -> Me
             f"{spec.ref}: memory not estimated, the shape-only traces failed ({'; '.join(failures)})"
         )
     gradients_mb = grad_mb if workload.timed != "fwd" else 0.0
+    plain = trace.plain_bytes()
+    activations = trace.checkpointed_bytes() if checkpointing else plain
+    checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
     return MemoryEstimate(
         weights_mb=weight_mb,
         gradients_mb=gradients_mb,
@@ -246,6 +279,7 @@ def training_memory(model_ref: str, workload: Workload, ddp: bool = False) -> Me
         activations_mb=activations / _MB,
         workspace_mb=WORKSPACE_MB,
         ddp_buckets_mb=gradients_mb if ddp and workload.num_devices > 1 else 0.0,
+        checkpointing=checkpointed,
     )
 
 
@@ -255,6 +289,7 @@ def largest_batch(
     memory_gb: float,
     traced: MemoryEstimate | None = None,
     ddp: bool = False,
+    checkpointing: bool = False,
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
@@ -263,9 +298,9 @@ def largest_batch(
     :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1).
     """
     batch = workload.batch_size
-    at_batch = (traced or training_memory(model_ref, workload, ddp)).total_mb
+    at_batch = (traced or training_memory(model_ref, workload, ddp, checkpointing)).total_mb
     other = 2 if batch == 1 else 1
-    at_other = training_memory(model_ref, replace(workload, batch_size=other), ddp).total_mb
+    at_other = training_memory(model_ref, replace(workload, batch_size=other), ddp, checkpointing).total_mb
     per_sample = (at_batch - at_other) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
@@ -294,8 +329,8 @@ def _default_dtype(dtype: torch.dtype):
         torch.set_default_dtype(saved)
 
 
-def _trace(spec, workload: Workload, one: tuple[torch.Tensor, ...]) -> tuple[int, float, float]:
-    """(saved activation bytes, weight MB, trainable weight MB), built and run in the caller's tensor context."""
+def _trace(spec, workload: Workload, one: tuple[torch.Tensor, ...]) -> tuple[BlockTrace, float, float]:
+    """(what autograd saved, weight MB, trainable weight MB), built and run in the caller's tensor context."""
     from gnnperf.graph.export import _no_random_init
 
     dtype = _MODEL_DTYPE.get(workload.precision, torch.float32)
@@ -307,9 +342,9 @@ def _trace(spec, workload: Workload, one: tuple[torch.Tensor, ...]) -> tuple[int
         torch.empty((workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype)
         for t in one
     )
-    activations = saved_activation_bytes(model, inputs, _AUTOCAST_DTYPE.get(workload.precision))
+    trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision))
     lazy = torch.nn.parameter.UninitializedTensorMixin
     weights = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]
     trainable = [p for p in model.parameters() if p.requires_grad and not isinstance(p, lazy)]
     weight_mb = sum(t.numel() * t.element_size() for t in weights) / _MB
-    return activations, weight_mb, sum(p.numel() * p.element_size() for p in trainable) / _MB
+    return trace, weight_mb, sum(p.numel() * p.element_size() for p in trainable) / _MB

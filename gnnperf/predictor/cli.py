@@ -63,6 +63,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--h2d", action="store_true", help="include the host-to-device copy of the inputs in the time"
     )
     parser.add_argument(
+        "--activation-checkpointing",
+        action="store_true",
+        help="checkpoint the model's repeated blocks (transformer layers, residual blocks): the memory estimate keeps "
+        "only their inputs, the time adds their forward pass again (composed, not learned)",
+    )
+    parser.add_argument(
         "--epoch-samples",
         type=int,
         metavar="N",
@@ -181,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
             h2d=args.h2d,
             num_devices=count,
             parallel=args.parallel,
+            activation_checkpointing=args.activation_checkpointing,
         )
         for model in models
         for device in hardware

@@ -19,6 +19,8 @@ class Query:
     training data of the shipped predictor), or ``ddp``, ``DistributedDataParallel``: one device's predicted step
     plus the gradient all-reduce it does not hide (:mod:`gnnperf.predictor.parallel`, composed, not learned).
     ``h2d`` puts the host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
+    ``activation_checkpointing`` checkpoints the model's repeated blocks: the step's memory as traced that way, its
+    time plus the blocks' recomputed forward pass (:mod:`gnnperf.predictor.recompute`, composed, not learned).
     """
 
     model: str
@@ -33,6 +35,7 @@ class Query:
     h2d: bool = False
     num_devices: int = 1
     parallel: str = "dp"
+    activation_checkpointing: bool = False
 
     def __post_init__(self) -> None:
         from gnnperf.predictor.parallel import check_parallel

@@ -41,6 +41,8 @@ def print_row(row: dict) -> None:
         )
     if row["num_devices"] > 1:
         print(f"  {parallel_note(row)}")
+    if "activation_checkpointing" in row:
+        print(f"  {checkpointing_note(row['activation_checkpointing'])}")
     if "epoch" in row:
         ep, n = row["epoch"], row["epoch"]["iterations"]
         print(
@@ -158,6 +160,17 @@ def print_row(row: dict) -> None:
         print(f"  by op class: {classes}")
 
 
+def checkpointing_note(ck: dict) -> str:
+    """What activation checkpointing adds to a step (:mod:`gnnperf.predictor.recompute`)."""
+    if not ck["blocks"]:
+        return "activation checkpointing: no repeated blocks found in the model, so nothing is checkpointed"
+    return (
+        f"activation checkpointing of {ck['blocks']} blocks: +{ck['recompute_ms']:.2f} ms recomputing their forward "
+        f"pass ({ck['recompute_share']:.0%} of the forward FLOPs; composed, not learned: experiments/checkpointing); "
+        f"{ck['step_without_ms']:.2f} ms without"
+    )
+
+
 # Short names of a row's extrapolation flags for the comparison table, with what each means (printed once below it).
 NOTES = {
     "hardware_outside_training_range": (
@@ -229,7 +242,8 @@ def print_comparison(rows: list[dict]) -> None:
     batch = f"{batch}{devices}, " if batch else ""
     layout = ", channels_last" if first["memory_format"] == "channels_last" else ""
     what = first["model"] if len(models) == 1 else f"{len(models)} models"
-    title = f"{what}: {batch}{first['precision']}{layout}, {first['timed']}"
+    checkpointed = ", activation checkpointing" if "activation_checkpointing" in first else ""
+    title = f"{what}: {batch}{first['precision']}{layout}, {first['timed']}{checkpointed}"
     memory = any(r["memory"] for r in rows)
     # a zoo reference runs to a hundred characters: folded, not cut, so that two of them stay apart
     header: list[str | Column] = [Column("model", overflow="fold", max_width=48)] * (len(models) > 1)
@@ -279,6 +293,18 @@ def print_comparison(rows: list[dict]) -> None:
         notes.append(f"scaled from {ref['ms']:.2f} ms measured on {ref['hardware']} by the predicted ratio")
     if any(r["num_devices"] > 1 for r in rows):
         notes.append(parallel_note(max(rows, key=lambda r: r["num_devices"]), one=False))
+    if checkpointed:
+        notes.append(
+            "activation checkpointing: each step plus its blocks' forward pass again (composed, not learned; "
+            "--json gives the parts)"
+        )
+        none = [
+            m
+            for m in models
+            if any(r["model"] == m and not r["activation_checkpointing"]["blocks"] for r in rows)
+        ]
+        if none:
+            notes.append(f"no repeated blocks found, so nothing checkpointed: {', '.join(none)}")
     if epoch:
         notes.append(f"epochs of {epoch['samples']} samples; data loading and evaluation not included")
     notes += list(dict.fromkeys(r["memory_note"] for r in rows if "memory_note" in r))

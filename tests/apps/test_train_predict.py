@@ -817,3 +817,27 @@ def test_one_model_at_two_input_sizes_in_one_call_is_predicted_as_each_alone(tra
     assert together[0]["iteration_time_ms"] != pytest.approx(together[1]["iteration_time_ms"], rel=1e-3)
     for a, b in zip(together, alone, strict=True):
         assert a["iteration_time_ms"] == pytest.approx(b["iteration_time_ms"], rel=1e-5)
+
+
+def test_activation_checkpointing_adds_the_blocks_forward_pass_and_cuts_the_memory(trained, capsys):
+    from gnnperf.predictor.recompute import FORWARD_SHARE
+    from gnnperf.predictor.report import print_row
+
+    predictor = Predictor.from_checkpoint(trained[0])
+    model = "zoo:resnet?depths=1,2&width=12&image_size=32&stem=cifar&num_classes=10"
+    plain, checked = predictor.predict(
+        [Query(model, "t4", 8), Query(model, "t4", 8, activation_checkpointing=True)]
+    )
+    ck = checked["activation_checkpointing"]
+    assert ck["blocks"] == 3 and 0 < ck["recompute_share"] < 1
+    assert ck["step_without_ms"] == pytest.approx(plain["iteration_time_ms"])
+    factor = 1 + FORWARD_SHARE * ck["recompute_share"]
+    assert checked["iteration_time_ms"] == pytest.approx(factor * plain["iteration_time_ms"])
+    assert checked["interval_ms"] == pytest.approx([factor * v for v in plain["interval_ms"]])
+    memory = predictor.memory(Query(model, "t4", 8, activation_checkpointing=True), max_batch=True)
+    assert memory["activations_mb"] < predictor.memory(Query(model, "t4", 8))["activations_mb"]
+    checked["memory"] = memory
+    print_row(checked)
+    assert "activation checkpointing of 3 blocks: +" in capsys.readouterr().out
+    with pytest.raises(GnnperfError, match="needs a training step"):
+        predictor.predict(Query(model, "t4", 8, mode="infer", activation_checkpointing=True))

@@ -1,0 +1,61 @@
+"""Activation checkpointing in the shape-only trace: which blocks, what a checkpointed step keeps and recomputes."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from gnnperf.graph.checkpointing import checkpoint_blocks
+from gnnperf.graph.memory import trace_saved, training_memory
+from gnnperf.measure.workload import Workload
+
+
+def _block() -> nn.Module:
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 8))
+
+
+def test_the_blocks_are_the_innermost_repeated_composite_modules():
+    # two stages of blocks: the blocks, not the stages; a Sequential of single layers has none
+    stages = nn.ModuleList([nn.Sequential(_block(), _block()), nn.Sequential(_block(), _block(), _block())])
+    model = nn.ModuleDict(
+        {"stages": stages, "head": nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2))}
+    )
+    names = [name for name, _ in checkpoint_blocks(model)]
+    assert names == ["stages.0.0", "stages.0.1", "stages.1.0", "stages.1.1", "stages.1.2"]
+    assert checkpoint_blocks(nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3))) == []
+
+
+def test_transformers_and_timm_blocks_are_their_layers():
+    from gnnperf.zoo.resolve import resolve
+
+    gpt2 = resolve("hf:gpt2?n_layer=3&n_embd=64&n_head=4&vocab_size=100").build()
+    assert [n for n, _ in checkpoint_blocks(gpt2)] == ["m.h.0", "m.h.1", "m.h.2"]
+    resnet = resolve("timm:resnet18").build()  # as timm's set_grad_checkpointing: each BasicBlock
+    assert len(checkpoint_blocks(resnet)) == 8
+
+
+def test_a_checkpointed_step_keeps_the_block_inputs_and_one_block_at_a_time():
+    model = nn.Sequential(_block(), _block(), _block())
+    x = torch.randn(4, 8)
+    trace = trace_saved(model, (x,))
+    row, hidden = 4 * 8 * 4, 4 * 32 * 4  # bytes of a block's input/output and of its ReLU output
+    # every Linear saves its input, the ReLU its output (which the second Linear saves too)
+    assert trace.plain_bytes() == 3 * row + 3 * hidden
+    # the three block inputs, and one block's ReLU output while it is recomputed
+    assert trace.checkpointed_bytes() == 3 * row + hidden
+    assert trace.blocks == 3 and trace.recompute_share == pytest.approx(1.0)
+
+
+def test_training_memory_with_checkpointing():
+    ref = "zoo:resnet?depths=1,2&width=12&image_size=32&stem=cifar&num_classes=10"
+    workload = Workload(input_shape=(3, 32, 32), batch_size=8)
+    plain = training_memory(ref, workload)
+    checked = training_memory(ref, workload, checkpointing=True)
+    assert plain.checkpointing is None
+    ck = checked.checkpointing
+    # stage 0's one block is the stage itself; stage 1's two blocks each
+    assert ck.blocks == 3 and 0.5 < ck.recompute_share < 1.0
+    assert ck.activations_plain_mb == pytest.approx(plain.activations_mb)
+    assert checked.activations_mb < plain.activations_mb
+    assert checked.total_mb - checked.activations_mb == pytest.approx(plain.total_mb - plain.activations_mb)
