@@ -48,8 +48,11 @@ class Predictor:
         self.fallback = load_fallback(self.info)  # for op types unseen in training (None: trained without)
         # measured / predicted per calibration key (hardware and workload, _calibration_key), from calibrate()
         self.calibration: dict[tuple, float] = {}
-        # memory estimates by (model, workload): the trace does not depend on the device, only the verdict does
-        self._memory: dict[tuple, Any] = {}
+        from gnnperf.predictor.traces import Traces
+
+        self._traces = (
+            Traces()
+        )  # memory estimates: the trace does not depend on the device, only the verdict does
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | None = None) -> Predictor:
@@ -204,7 +207,7 @@ class Predictor:
         spec = self.spec(query.hardware, hardware_file)
         if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
             return None
-        estimate = self._traced(query)
+        estimate = self._traces.estimate(query)
         memory = estimate.on_device(spec.memory_gb)
         if max_batch:
             workload, ddp = query.workload(query.input_shape or ()), query.parallel == "ddp"
@@ -212,22 +215,6 @@ class Predictor:
                 query.model, workload, spec.memory_gb, estimate, ddp, query.activation_checkpointing
             )
         return memory
-
-    def _traced(self, query: Query):
-        """The query's :class:`~gnnperf.graph.memory.MemoryEstimate`, traced once per model and workload."""
-        from gnnperf.errors import GnnperfError
-        from gnnperf.graph.memory import training_memory
-
-        workload = query.workload(query.input_shape or ())  # () is the model's default input
-        key = (query.model, workload, query.parallel == "ddp", query.activation_checkpointing)
-        if key not in self._memory:
-            try:
-                self._memory[key] = training_memory(query.model, workload, *key[2:])
-            except GnnperfError as e:  # kept too: a comparison over many devices asks again for each
-                self._memory[key] = e
-        if isinstance(self._memory[key], GnnperfError):
-            raise self._memory[key]
-        return self._memory[key]
 
     def _item(self, graph, spec: HardwareSpec, workload: Workload, features: dict):
         """The network's input for ``workload`` of ``graph`` on ``spec`` (``hardware`` for the fallback's baseline).
@@ -290,7 +277,7 @@ class Predictor:
         if breakdown < 0:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
         trained_on = self.info.get("trained_on", {})
-        items, graphs, layout_moot, features, loaded = [], [], [], {}, {}
+        items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
             if spec.kind != "gpu" and q.num_devices > 1:
@@ -316,8 +303,9 @@ class Predictor:
             layout = "contiguous" if moot else q.memory_format
             as_run = replace(q, memory_format=layout, precision=precision, num_devices=devices)
             workload = as_run.workload(graph.input_shape)
-            if q.activation_checkpointing:
-                _check_checkpointing(self, q, workload)
+            checkpointed.append(
+                self._traces.checkpointed(q, workload) if q.activation_checkpointing else None
+            )
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
         # the steps the asked ones are capped or floored at: items after the asked ones, each step once
@@ -388,8 +376,7 @@ class Predictor:
             row["precision_predicted_as"] = (
                 workload.precision if workload.precision != row["precision"] else None
             )
-            if queries[i].activation_checkpointing:  # the step, then the blocks' forward pass again
-                ck = self._traced(queries[i]).checkpointing
+            if (ck := checkpointed[i]) is not None:  # the step, then the blocks' forward pass again
                 row["activation_checkpointing"] = recompute_row(ms, ck.blocks, ck.recompute_share)
                 row["iteration_time_ms"] += row["activation_checkpointing"]["recompute_ms"]
                 row["interval_ms"] = [v * row["iteration_time_ms"] / ms for v in row["interval_ms"]]
@@ -419,20 +406,6 @@ class Predictor:
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())
             out.append(row)
         return out
-
-
-def _check_checkpointing(predictor: Predictor, query: Query, workload: Workload) -> None:
-    """Raise :class:`GnnperfError` where activation checkpointing does not apply to ``query`` or cannot be traced."""
-    from gnnperf.errors import GnnperfError
-
-    if workload.mode != "train" or workload.timed == "fwd":
-        raise GnnperfError(
-            "activation checkpointing recomputes blocks in the backward pass: it needs a training step that has one"
-        )
-    try:
-        predictor._traced(query)
-    except GnnperfError as e:
-        raise GnnperfError(f"activation checkpointing: {e}") from None
 
 
 def _positive_ms(ms: Any) -> bool:
