@@ -7,12 +7,13 @@ own backward needs. So at the peak a step holds what autograd saves outside the 
 saved tensors of one block at a time (the largest); and it runs the blocks' forward pass twice.
 
 The blocks are found in the module tree (:func:`checkpoint_blocks`): the children of a ``ModuleList`` or
-``Sequential`` of two or more modules, all of one class and each with submodules of its own, that hold no such list
-themselves: a transformer's layers (GPT-2's ``h.N``, BERT's ``encoder.layer.N``, LLaMA's ``layers.N``, ViT's
-``blocks.N``), a ResNet's bottlenecks, a ConvNeXt's blocks within its stages, as transformers and timm checkpoint
-them. Single layers (VGG's convolutions in ``features``) and mixed sequences (a block's conv-norm, activation,
-conv-norm) are not blocks; a model without repeated blocks checkpoints nothing. A mixture-of-experts layer that keeps
-its experts in a ``ModuleList`` would have its experts taken for the blocks.
+``Sequential`` of two or more modules, all of one class and each with at least :data:`MIN_LAYERS` layers with weights,
+that hold no such list themselves: a transformer's layers (GPT-2's ``h.N``, BERT's ``encoder.layer.N``, LLaMA's
+``layers.N``, ViT's ``blocks.N``), a ResNet's bottlenecks, a ConvNeXt's blocks within its stages, as transformers and
+timm checkpoint them. Single layers (VGG's convolutions in ``features``), conv-norm-act units and mixed sequences are
+not blocks; a model whose blocks are not kept in such a list (timm's RegNets and DLAs, torchvision's DenseNet,
+Inception and MobileNetV3) checkpoints nothing here. A mixture-of-experts layer that keeps its experts in a
+``ModuleList`` would have its experts taken for the blocks.
 
 :class:`BlockTrace` attributes what autograd saves, and the forward FLOPs, to the block running at the time, during
 the shape-only trace of :mod:`gnnperf.graph.memory`.
@@ -30,6 +31,15 @@ from torch import nn
 __all__ = ["BlockTrace", "checkpoint_blocks"]
 
 
+# A block holds at least this many layers with weights of their own: a transformer layer (norms, projections) or a
+# residual block (convolutions, norms) does, a conv-norm-act unit (torchvision's Conv2dNormActivation, two) does not.
+MIN_LAYERS = 3
+
+
+def _weighted_layers(module: nn.Module) -> int:
+    return sum(1 for m in module.modules() if next(m.parameters(recurse=False), None) is not None)
+
+
 def checkpoint_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
     """``(qualified name, module)`` of the blocks a checkpointed step recomputes (see the module docstring)."""
     candidates: dict[str, nn.Module] = {}
@@ -37,10 +47,10 @@ def checkpoint_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
         if not isinstance(module, (nn.ModuleList, nn.Sequential)):
             continue
         children = list(module.named_children())
-        # a list of blocks: two or more modules, all of one class, each with submodules
+        # a list of blocks: two or more modules, all of one class, each a block (not a conv-norm-act unit)
         if len(children) < 2 or len({type(child) for _, child in children}) > 1:
             continue
-        if all(any(True for _ in child.children()) for _, child in children):
+        if all(_weighted_layers(child) >= MIN_LAYERS for _, child in children):
             candidates.update(
                 (f"{name}.{child_name}" if name else child_name, c) for child_name, c in children
             )

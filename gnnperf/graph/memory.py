@@ -30,7 +30,7 @@ project's harness (``torch.cuda.max_memory_allocated``; ``experiments/memory``).
 from __future__ import annotations
 
 import logging
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 
 import torch
@@ -198,13 +198,17 @@ def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 def trace_saved(
-    model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], autocast: torch.dtype | None = None
+    model: torch.nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    autocast: torch.dtype | None = None,
+    by_block: bool = False,
 ) -> BlockTrace:
-    """What autograd saves for the backward pass in one training-mode forward of ``model`` on ``inputs``, by block.
+    """What autograd saves for the backward pass in one training-mode forward of ``model`` on ``inputs``.
 
     Parameters and buffers are not counted (they are the weights); a tensor saved by several ops, or through
     several views, is counted once. ``autocast``: the half-precision type of CUDA autocast, traced on any device.
-    The blocks are those activation checkpointing would recompute (:mod:`gnnperf.graph.checkpointing`).
+    ``by_block``: split the saved tensors and the forward FLOPs by the blocks activation checkpointing would
+    recompute (:mod:`gnnperf.graph.checkpointing`); without it no hook or FLOP counter joins the trace.
     """
     weights = {id(t) for t in (*model.parameters(), *model.buffers())}
     trace = BlockTrace()  # holding the tensors keeps their ids unique during the forward
@@ -217,14 +221,12 @@ def trace_saved(
 
     model.train()
     amp = _CudaAutocast(autocast) if autocast is not None else nullcontext()
-    with (
-        FlopCounterMode(display=False) as flops,
-        trace.hooks(model, weights, flops),
-        torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t),
-        _as_on_gpu(),
-        amp,
-    ):
-        model(*inputs)
+    with ExitStack() as stack:
+        if by_block:
+            flops = stack.enter_context(FlopCounterMode(display=False))
+            stack.enter_context(trace.hooks(model, weights, flops))
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _as_on_gpu(), amp:
+            model(*inputs)
     return trace
 
 
@@ -259,7 +261,7 @@ def training_memory(
     for name, context in (("meta", lambda: torch.device("meta")), ("fake", FakeTensorMode)):
         try:
             with context():
-                trace, weight_mb, grad_mb = _trace(spec, workload, one)
+                trace, weight_mb, grad_mb = _trace(spec, workload, one, checkpointing)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
             first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]  # torch's meta errors run long
@@ -329,7 +331,9 @@ def _default_dtype(dtype: torch.dtype):
         torch.set_default_dtype(saved)
 
 
-def _trace(spec, workload: Workload, one: tuple[torch.Tensor, ...]) -> tuple[BlockTrace, float, float]:
+def _trace(
+    spec, workload: Workload, one: tuple[torch.Tensor, ...], checkpointing: bool
+) -> tuple[BlockTrace, float, float]:
     """(what autograd saved, weight MB, trainable weight MB), built and run in the caller's tensor context."""
     from gnnperf.graph.export import _no_random_init
 
@@ -342,7 +346,7 @@ def _trace(spec, workload: Workload, one: tuple[torch.Tensor, ...]) -> tuple[Blo
         torch.empty((workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype)
         for t in one
     )
-    trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision))
+    trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision), by_block=checkpointing)
     lazy = torch.nn.parameter.UninitializedTensorMixin
     weights = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]
     trainable = [p for p in model.parameters() if p.requires_grad and not isinstance(p, lazy)]

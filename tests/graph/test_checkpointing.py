@@ -12,7 +12,7 @@ from gnnperf.measure.workload import Workload
 
 
 def _block() -> nn.Module:
-    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 8))
+    return nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 32), nn.ReLU(), nn.Linear(32, 8))
 
 
 def test_the_blocks_are_the_innermost_repeated_composite_modules():
@@ -24,6 +24,9 @@ def test_the_blocks_are_the_innermost_repeated_composite_modules():
     names = [name for name, _ in checkpoint_blocks(model)]
     assert names == ["stages.0.0", "stages.0.1", "stages.1.0", "stages.1.1", "stages.1.2"]
     assert checkpoint_blocks(nn.Sequential(nn.Conv2d(3, 8, 3), nn.ReLU(), nn.Conv2d(8, 8, 3))) == []
+    # conv-norm-act units are layers, not blocks
+    unit = [nn.Sequential(nn.Conv2d(8, 8, 3), nn.BatchNorm2d(8), nn.ReLU()) for _ in range(3)]
+    assert checkpoint_blocks(nn.Sequential(*unit)) == []
 
 
 def test_transformers_and_timm_blocks_are_their_layers():
@@ -38,12 +41,12 @@ def test_transformers_and_timm_blocks_are_their_layers():
 def test_a_checkpointed_step_keeps_the_block_inputs_and_one_block_at_a_time():
     model = nn.Sequential(_block(), _block(), _block())
     x = torch.randn(4, 8)
-    trace = trace_saved(model, (x,))
-    row, hidden = 4 * 8 * 4, 4 * 32 * 4  # bytes of a block's input/output and of its ReLU output
-    # every Linear saves its input, the ReLU its output (which the second Linear saves too)
-    assert trace.plain_bytes() == 3 * row + 3 * hidden
-    # the three block inputs, and one block's ReLU output while it is recomputed
-    assert trace.checkpointed_bytes() == 3 * row + hidden
+    trace = trace_saved(model, (x,), by_block=True)
+    row, hidden = 4 * 8 * 4, 4 * 32 * 4  # bytes of a block's input/output and of a ReLU's output
+    # every Linear saves its input, each ReLU its output (which the next Linear saves too)
+    assert trace.plain_bytes() == 3 * row + 3 * 2 * hidden
+    # the three block inputs, and one block's two ReLU outputs while it is recomputed
+    assert trace.checkpointed_bytes() == 3 * row + 2 * hidden
     assert trace.blocks == 3 and trace.recompute_share == pytest.approx(1.0)
 
 
