@@ -32,6 +32,7 @@ from __future__ import annotations
 import logging
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -87,10 +88,11 @@ class MemoryEstimate:
     def total_mb(self) -> float:
         return sum(v for k, v in asdict(self).items() if k.endswith("_mb"))
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, Any]:
+        """MB by what holds them, ``total_mb``, and ``checkpointing`` (a dict, or None without it)."""
         return {**asdict(self), "total_mb": self.total_mb}
 
-    def on_device(self, memory_gb: float) -> dict[str, float | bool | str]:
+    def on_device(self, memory_gb: float) -> dict[str, Any]:
         """:meth:`as_dict` with the device's memory (data-sheet GB, read as GiB as vendors size it) and a verdict.
 
         ``verdict``: ``fits`` up to :data:`USABLE_SHARE` of the memory, ``at the limit`` up to all of it, else
