@@ -82,8 +82,10 @@ def child(ref: str, shape: tuple[int, ...], batch: int, mode: str) -> dict:
         _checkpointing(model, mode == "checkpointed")
         before = _rss_mb()
         out = measure(spec, workload, settings, model=model)
+        if out["error"]:
+            raise RuntimeError(out["error"])
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        return {"ms": out["iteration_time_ms"], "error": out["error"], "peak_rise_mb": peak - before}
+        return {"ms": out["iteration_time_ms"], "peak_rise_mb": peak - before}
     forward = replace(workload, timed="fwd", optimizer="none")
     times: dict[str, list[float]] = {"plain": [], "checkpointed": [], "forward": []}
     for _ in range(REPEATS):

@@ -71,6 +71,7 @@ class BlockTrace:
     """Saved tensors and forward FLOPs of one traced forward, split by the block that ran them.
 
     Attributes:
+        weights: ids of the model's parameters and buffers, never counted (they are the weights).
         outside: saved tensors (by storage) outside every block.
         inputs: the blocks' input tensors (what a checkpointed block keeps).
         per_block: saved tensors of each block.
@@ -78,6 +79,7 @@ class BlockTrace:
             convolutions, as ``torch.utils.flop_counter`` counts them).
     """
 
+    weights: set[int] = field(default_factory=set)
     outside: dict[int, torch.Tensor] = field(default_factory=dict)
     inputs: dict[int, torch.Tensor] = field(default_factory=dict)
     per_block: list[dict[int, torch.Tensor]] = field(default_factory=list)
@@ -85,10 +87,15 @@ class BlockTrace:
     total_flops: int = 0
     _current: int | None = None
 
-    def save(self, base: torch.Tensor) -> None:
-        """Record one saved tensor (its storage's base) where it was saved."""
-        target = self.outside if self._current is None else self.per_block[self._current]
-        target[id(base)] = base
+    def _add(self, to: dict[int, torch.Tensor], t: torch.Tensor) -> None:
+        """``t``'s storage (the base of a view) into ``to``, unless it is a weight; holding it keeps its id unique."""
+        base = t if t._base is None else t._base
+        if id(base) not in self.weights:
+            to[id(base)] = base
+
+    def save(self, t: torch.Tensor) -> None:
+        """Record one tensor autograd saved, where it was saved."""
+        self._add(self.outside if self._current is None else self.per_block[self._current], t)
 
     @property
     def blocks(self) -> int:
@@ -116,7 +123,7 @@ class BlockTrace:
         return self.block_flops / self.total_flops if self.total_flops else 0.0
 
     @contextmanager
-    def hooks(self, model: nn.Module, weights: set[int], flops) -> Iterator[BlockTrace]:
+    def hooks(self, model: nn.Module, flops) -> Iterator[BlockTrace]:
         """Track the running block through ``model``'s blocks; ``flops`` is a running ``FlopCounterMode``."""
         handles = []
         start: list[int] = []
@@ -127,9 +134,7 @@ class BlockTrace:
                 start.append(flops.get_total_flops())
                 for t in (*args, *kwargs.values()):
                     if isinstance(t, torch.Tensor) and t.is_floating_point():
-                        base = t if t._base is None else t._base
-                        if id(base) not in weights:
-                            self.inputs[id(base)] = base
+                        self._add(self.inputs, t)
 
             return pre
 

@@ -212,13 +212,10 @@ def trace_saved(
     ``by_block``: split the saved tensors and the forward FLOPs by the blocks activation checkpointing would
     recompute (:mod:`gnnperf.graph.checkpointing`); without it no hook or FLOP counter joins the trace.
     """
-    weights = {id(t) for t in (*model.parameters(), *model.buffers())}
-    trace = BlockTrace()  # holding the tensors keeps their ids unique during the forward
+    trace = BlockTrace(weights={id(t) for t in (*model.parameters(), *model.buffers())})
 
     def pack(t: torch.Tensor) -> torch.Tensor:
-        base = t if t._base is None else t._base
-        if id(base) not in weights:
-            trace.save(base)
+        trace.save(t)
         return t
 
     model.train()
@@ -226,7 +223,7 @@ def trace_saved(
     with ExitStack() as stack:
         if by_block:
             flops = stack.enter_context(FlopCounterMode(display=False))
-            stack.enter_context(trace.hooks(model, weights, flops))
+            stack.enter_context(trace.hooks(model, flops))
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _as_on_gpu(), amp:
             model(*inputs)
     return trace
