@@ -109,11 +109,12 @@ def save_hardware_record(root: Path, spec) -> Path:
 
     A stored record of the name that describes another machine (cores, last-level cache, ISA, clock: see
     ``gnnperf.hardware.probe.IDENTITY_FIELDS``) is refused, before any measurement: a cloud VM may report one
-    brand string for different host CPUs, and the two machines' rows would share one device.
+    brand string for different host CPUs, and the two machines' rows would share one device. Probed rates more than
+    25% apart (``gnnperf.hardware.probe.speed_differences``) are only warned about: a loaded machine probes slower.
     """
     import json
 
-    from gnnperf.hardware.probe import identity_differences
+    from gnnperf.hardware.probe import identity_differences, speed_differences
     from gnnperf.hardware.table import load_table, spec_from_dict, spec_to_dict
 
     path = Path(root) / "hardware" / f"{spec.name}.json"
@@ -128,6 +129,13 @@ def save_hardware_record(root: Path, spec) -> Path:
                 f"{path} describes another machine than this one ({'; '.join(differ)}, stored vs here): "
                 "write into another store, or name this one apart (gnnperf-generate: hardware.tag=NAME)"
             )
+        # a loaded machine probes slower, so a rate apart is a warning here; combining stores refuses it
+        if slower := speed_differences(stored, spec):
+            log.warning(
+                "%s was probed at other rates than here (%s, stored vs here): if this is another host of the same "
+                "brand string, its rows become one device with the stored ones; name it apart (hardware.tag=NAME)",
+                path, "; ".join(slower),
+            )  # fmt: skip
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

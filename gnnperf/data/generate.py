@@ -40,9 +40,10 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
 
     Each zoo family draws ``samples_per_family`` configurations from its sampler (seeded by the zoo seed and the
     family name); each configuration is measured at every batch size, with an optimizer and precision drawn
-    from the workload's lists. Named models in ``zoo.models`` are measured the same way; an entry may also be
-    ``{ref: timm:resnet50, batch_sizes: [256]}`` to measure that model at its own batch sizes (as a public
-    benchmark table chose them per model) instead of the workload's.
+    from the workload's lists (with ``optimizer_draw: each``, once with every optimizer of the list, ``none``
+    timed as ``fwd+bwd``: the update's own time, paired). Named models in ``zoo.models`` are measured the same
+    way; an entry may also be ``{ref: timm:resnet50, batch_sizes: [256]}`` to measure that model at its own batch
+    sizes (as a public benchmark table chose them per model) instead of the workload's.
     """
     from gnnperf.zoo.registry import get_family
     from gnnperf.zoo.resolve import resolve
@@ -70,27 +71,44 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
     default_batches = [
         number(b, "workload.batch_sizes", minimum=1) for b in workload.get("batch_sizes") or []
     ]
+    mode = workload.get("mode", "train")
+    optimizers = [str(o) for o in workload.get("optimizers") or ["sgd"]]
+    each = _each_optimizer(workload, mode)
     for ref, batch_sizes in refs:
         spec = resolve(ref)
         shape = spec.input_shape(None)
         for batch in batch_sizes or default_batches:
-            mode = workload.get("mode", "train")
-            optimizer = (
-                str(rng.choice(list(workload.get("optimizers") or ["sgd"]))) if mode == "train" else "none"
-            )
-            yield PlannedSample(
-                model_ref=spec.ref,
-                family=spec.family,
-                workload=Workload(
-                    batch_size=batch,
-                    input_shape=tuple(shape),
-                    mode=mode,
-                    precision=str(rng.choice(list(workload.get("precisions") or ["fp32"]))),
-                    optimizer=optimizer,
-                    timed=workload.get("timed") if mode == "train" else "fwd",
-                    memory_format=workload.get("memory_format", "contiguous"),
-                ),
-            )
+            # "each": every optimizer on the same step, the step without one timed as fwd+bwd
+            drawn = [str(rng.choice(optimizers))] if mode == "train" and not each else None
+            precision = str(rng.choice(list(workload.get("precisions") or ["fp32"])))
+            for optimizer in optimizers if each else drawn or ["none"]:
+                timed = workload.get("timed") if optimizer != "none" else "fwd+bwd"
+                yield PlannedSample(
+                    model_ref=spec.ref,
+                    family=spec.family,
+                    workload=Workload(
+                        batch_size=batch,
+                        input_shape=tuple(shape),
+                        mode=mode,
+                        precision=precision,
+                        optimizer=optimizer,
+                        timed=timed if mode == "train" else "fwd",
+                        memory_format=workload.get("memory_format", "contiguous"),
+                    ),
+                )
+
+
+def _each_optimizer(workload: Mapping[str, Any], mode: str) -> bool:
+    """Whether ``workload.optimizer_draw`` asks for every optimizer on each step (``each``) or one drawn (``one``)."""
+    draw = workload.get("optimizer_draw", "one")
+    if draw not in ("one", "each"):
+        raise GnnperfError(f"bad workload.optimizer_draw {draw!r}: expected one or each")
+    if draw == "each" and (mode != "train" or workload.get("timed") != "fwd+bwd+opt"):
+        raise GnnperfError(
+            "workload.optimizer_draw=each times every optimizer's update: it needs mode train and timed "
+            f"fwd+bwd+opt, got mode {mode} and timed {workload.get('timed')}"
+        )
+    return draw == "each"
 
 
 def _named_model(entry: Any) -> tuple[str, list[int] | None]:

@@ -184,7 +184,7 @@ def file_signature(path: Path) -> list[int] | None:
 
 def device_specs(stores: Sequence[Path], names: list[str]) -> dict[str, HardwareSpec]:
     """Specs by device name: the stores' probe records first, then the packaged table."""
-    from gnnperf.hardware.probe import identity_differences
+    from gnnperf.hardware.probe import identity_differences, speed_differences
 
     records: dict[str, HardwareSpec] = {}
     where: dict[str, Path] = {}
@@ -195,7 +195,8 @@ def device_specs(stores: Sequence[Path], names: list[str]) -> dict[str, Hardware
             except (OSError, ValueError, GnnperfError) as e:
                 log.warning("ignoring unreadable hardware record %s: %s", path, e)
                 continue
-            differ = identity_differences(records[spec.name], spec) if spec.name in records else []
+            known = records.get(spec.name)
+            differ = identity_differences(known, spec) + speed_differences(known, spec) if known else []
             if differ and spec.name in names:  # two machines' rows would be one device
                 raise GnnperfError(
                     f"{where[spec.name]} and {path} describe different machines under one name "

@@ -161,11 +161,29 @@ def measure_device(
 IDENTITY_FIELDS = ("vendor", "kind", "generation", "sm_count", "l2_cache_mb", "boost_clock_mhz", "threads")
 
 
+# One machine probed three times in an hour measured 0.156-0.189 TFLOP/s and 12.2-14.3 GB/s at one thread (up to 21%
+# apart on a shared VM). Farther apart it is another host under one brand string: two of this project's VMs, both
+# "Intel(R) Xeon(R) Processor" with the same caches and flags, probed 0.118 and 0.156 TFLOP/s and ran the same
+# training steps a median 1.5x apart (datasets/README.md, `cpu_optimizers/`).
+MEASURED_FIELDS = ("peak_fp32_tflops", "mem_bandwidth_gbs")
+SPEED_TOLERANCE = 0.25
+
+
 def identity_differences(a: HardwareSpec, b: HardwareSpec) -> list[str]:
     """The identity fields in which two records of one device name differ, as ``field a vs b``."""
     return [
         f"{f} {getattr(a, f)} vs {getattr(b, f)}" for f in IDENTITY_FIELDS if getattr(a, f) != getattr(b, f)
     ]
+
+
+def speed_differences(a: HardwareSpec, b: HardwareSpec) -> list[str]:
+    """The measured rates (:data:`MEASURED_FIELDS`) both records have and that are over :data:`SPEED_TOLERANCE` apart."""
+    differ = []
+    for f in MEASURED_FIELDS:
+        x, y = getattr(a, f), getattr(b, f)
+        if x and y and max(x, y) > (1 + SPEED_TOLERANCE) * min(x, y):
+            differ.append(f"measured {f} {x} vs {y}")
+    return differ
 
 
 def _probe_cpu(threads: int | None, measure: bool, tag: str | None = None) -> HardwareSpec:
@@ -190,7 +208,8 @@ def _probe_cpu(threads: int | None, measure: bool, tag: str | None = None) -> Ha
     what = f"measured matmul {fp32:.3g} TFLOP/s and copy {bandwidth:.3g} GB/s" if measure else "not measured"
     return HardwareSpec(
         name=f"cpu-{slugify(model)}{f'-{slugify(tag)}' if tag else ''}-{used}t",
-        display_name=f"{' '.join(model.split())} ({used} thread{'s' if used > 1 else ''})",
+        # the tag in the display name too: an alias of one entry must not name another
+        display_name=f"{' '.join(model.split())} ({f'{tag}, ' if tag else ''}{used} thread{'s' if used > 1 else ''})",
         aliases=(),
         vendor=_vendor(info),
         kind="cpu",

@@ -66,6 +66,35 @@ def test_named_models_can_carry_their_own_batch_sizes():
     assert batches == [7, 3, 5]
 
 
+def test_optimizer_draw_each_times_every_optimizer_on_the_same_step():
+    c = cfg("zoo=cpu_optimizers", "workload=cpu_train_optimizers")
+    plan = list(plan_samples(c.zoo, c.workload))
+    steps: dict[tuple, list] = {}
+    for p in plan:
+        steps.setdefault((p.model_ref, p.workload.batch_size), []).append(p.workload)
+    assert len(steps) == len(c.zoo.families) * 3 + len(c.zoo.models)
+    for workloads in steps.values():
+        assert [(w.optimizer, w.timed) for w in workloads] == [
+            ("none", "fwd+bwd"), ("sgd", "fwd+bwd+opt"), ("adam", "fwd+bwd+opt"), ("adamw", "fwd+bwd+opt")
+        ]  # fmt: skip
+        assert len({replace(w, optimizer="none", timed="fwd+bwd") for w in workloads}) == 1
+    # the committed CPU store's first configurations of each family, so the two stores share models
+    small = cfg("zoo=cpu_small", "zoo.samples_per_family=3")
+    assert {p.model_ref for p in plan_samples(small.zoo, small.workload)} <= set(r for r, _ in steps)
+
+
+@pytest.mark.parametrize(
+    "workload, says",
+    [
+        ({"optimizer_draw": "all"}, "bad workload.optimizer_draw 'all'"),
+        ({"optimizer_draw": "each", "timed": "fwd+bwd"}, "it needs mode train and timed"),
+    ],
+)
+def test_bad_optimizer_draw_is_a_user_error(workload, says):
+    with pytest.raises(GnnperfError, match=says):
+        list(plan_samples({"models": ["timm:resnet18"]}, {"batch_sizes": [2], **workload}))
+
+
 @pytest.mark.parametrize(
     "entry",
     [
@@ -150,6 +179,15 @@ def test_a_stored_record_of_another_machine_under_this_name_is_refused(tmp_path)
         save_hardware_record(tmp_path, other)
     stored = json.loads((tmp_path / "hardware" / f"{spec.name}.json").read_text())
     assert stored == spec_to_dict(spec)
+
+
+def test_a_stored_record_probed_at_other_rates_is_warned_about(tmp_path, caplog):
+    spec = replace(probe("cpu", threads=1, measure=False), peak_fp32_tflops=0.118)
+    save_hardware_record(tmp_path, spec)
+    save_hardware_record(tmp_path, replace(spec, peak_fp32_tflops=0.13))  # the same machine, probed again
+    assert not caplog.records
+    save_hardware_record(tmp_path, replace(spec, peak_fp32_tflops=0.156))  # a loaded machine, or another host
+    assert "measured peak_fp32_tflops 0.118 vs 0.156" in caplog.text and "hardware.tag=NAME" in caplog.text
 
 
 def test_run_plan_measures_a_repeated_entry_once_and_retries_failures_when_asked(tmp_path, monkeypatch):

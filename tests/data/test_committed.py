@@ -13,7 +13,7 @@ from gnnperf.data.store import SampleStore
 DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 
 
-@pytest.mark.parametrize("name", ["cpu", "h200"])
+@pytest.mark.parametrize("name", ["cpu", "h200", "cpu_optimizers"])
 def test_committed_store_is_valid_and_described(name):
     store = DATASETS / name
     df = SampleStore(store).read(dedup=False)
@@ -43,6 +43,15 @@ def test_h200_timm_rows_match_their_zoo_config():
     assert len(timm) == 27
     assert all(b in batch_of[r] for r, b in zip(timm.model_ref, timm.batch_size, strict=True))
     assert set(timm.precision) == {"amp_fp16"} and set(timm.timed) == {"fwd+bwd+opt"}
+
+
+def test_paired_optimizer_store_times_every_optimizer_on_each_step():
+    df = SampleStore(DATASETS / "cpu_optimizers").read()
+    steps = df.groupby(["model_ref", "batch_size", "precision", "hardware", "software"])
+    assert len(steps) == 45  # 13 families x 3 configurations, 6 named models
+    assert all(sorted(g.optimizer) == ["adam", "adamw", "none", "sgd"] for _, g in steps)
+    assert set(df[df.optimizer == "none"].timed) == {"fwd+bwd"}
+    assert set(df[df.optimizer != "none"].timed) == {"fwd+bwd+opt"}
 
 
 @pytest.mark.parametrize(

@@ -431,6 +431,13 @@ def test_two_stores_with_different_machines_under_one_name_are_refused(tmp_path)
     save_hardware_record(a, spec)
     save_hardware_record(b, replace(spec, peak_fp32_tflops=0.2))  # another measurement of the same machine
     assert device_specs([a, b], [spec.name])[spec.name] == spec
+    save_hardware_record(tmp_path / "d", replace(spec, peak_fp32_tflops=0.23))  # within 25% of b
+    assert device_specs([b, tmp_path / "d"], [spec.name])[spec.name].peak_fp32_tflops == 0.2
+    save_hardware_record(
+        tmp_path / "e", replace(spec, peak_fp32_tflops=0.3)
+    )  # a faster host, one brand string
+    with pytest.raises(GnnperfError, match="measured peak_fp32_tflops 0.2 vs 0.3"):
+        device_specs([b, tmp_path / "e"], [spec.name])
     save_hardware_record(tmp_path / "c", replace(spec, sm_count=spec.sm_count + 2))
     with pytest.raises(GnnperfError, match=f"describe different machines under one name {spec.name}"):
         device_specs([a, tmp_path / "c"], [spec.name])

@@ -23,6 +23,8 @@ def test_cpu_probe_names_carry_the_thread_count():
 def test_a_tag_names_one_host_apart_from_another_of_its_brand_string():
     plain, tagged = (probe("cpu", threads=1, measure=False, tag=t) for t in (None, "host-b"))
     assert tagged.name == plain.name[:-3] + "-host-b-1t"
+    # its display name, which the table looks names up by too, is its own
+    assert tagged.display_name == plain.display_name.replace("(1 thread)", "(host-b, 1 thread)")
     with pytest.raises(GnnperfError, match="lower-case letters"):
         probe("cpu", threads=1, measure=False, tag="Host B")
 
