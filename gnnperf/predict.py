@@ -246,6 +246,7 @@ class Predictor:
         calibrated: bool = True,
         batch_cap: bool = True,
         device_floor: bool = True,
+        update_floor: bool = True,
     ) -> list[dict]:
         """Predictions for one or more queries: ``iteration_time_ms`` with an interval, optionally top ops.
 
@@ -257,7 +258,9 @@ class Predictor:
         and at the larger batches asked in the same call (:mod:`gnnperf.predictor.batch_cap`); ``capped_at_batch``
         names the batch that set it, if one did. With ``device_floor`` a DataParallel step on several GPUs is at
         least the same step's on one (:data:`~gnnperf.predictor.parallel.DP_FLOOR_NOTE`); ``floored_at_one_device``
-        says it set the time.
+        says it set the time. With ``update_floor`` a GPU step that times an optimizer update is at least the same
+        step without it plus the update's least time (:mod:`gnnperf.predictor.optimizer_step`), where such a step
+        without one was in training (:mod:`gnnperf.predictor.floors`); ``floored_at_update`` says it set the time.
         After :meth:`calibrate`, predictions of a calibrated device and workload are scaled and carry
         ``calibration_factor``, unless ``calibrated`` is false.
         """
@@ -266,6 +269,7 @@ class Predictor:
         from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
         from gnnperf.predictor.breakdown import by_class, top_groups
         from gnnperf.predictor.coverage import extrapolation, same_rate_precision
+        from gnnperf.predictor.floors import DEVICE, UPDATE, Floors
         from gnnperf.predictor.interval import interval_for
         from gnnperf.predictor.model import predict_samples
         from gnnperf.predictor.parallel import ddp_row
@@ -324,11 +328,10 @@ class Predictor:
             [(b, item_of(g, s, replace(w, batch_size=b))) for b in (larger if batch_cap else [])]
             for (g, s, w), larger in zip(graphs, cap_batches(steps), strict=True)
         ]
-        # a DataParallel step on several GPUs is floored at its step on one (the device floor)
-        floors = [
-            item_of(g, s, replace(w, num_devices=1)) if device_floor and w.num_devices > 1 else None
-            for g, s, w in graphs
-        ]
+        # a step is never faster than a step it contains (gnnperf/predictor/floors.py)
+        floors = Floors(item_of, device_floor, update_floor, trained_on)
+        for i, (g, s, w) in enumerate(graphs):
+            floors.add(i, g, s, w)
         gnn_ms, node_ms = predict_samples(self.model, items)
         gnn_ms = gnn_ms.numpy()
         all_ms, share = gnn_ms, [0.0] * len(items)
@@ -344,11 +347,11 @@ class Predictor:
             )
         capped = cap_at_larger(all_ms, ladders)
         item_ms = [c[0] for c in capped] + [float(v) for v in all_ms[len(graphs) :]]  # asked ones as capped
+        floored = floors.resolve(item_ms)
         out = []
         for i, (graph, spec, workload) in enumerate(graphs):
-            ms, cap_batch = capped[i]
-            floored = floors[i] is not None and item_ms[floors[i]] > ms
-            ms = item_ms[floors[i]] if floored else ms
+            cap_batch = capped[i][1]
+            ms, floor, least = floored[i]
             (lo, hi), scope = interval_for(self.info, spec.name, workload.mode, workload.precision)
             row = {
                 "model": graph.model_ref,
@@ -385,8 +388,10 @@ class Predictor:
             row["capped_at_batch"] = cap_batch
             if cap_batch is not None:
                 row["uncapped_ms"] = float(all_ms[i])
-            row["floored_at_one_device"] = floored
-            if floored:
+            row[DEVICE], row[UPDATE] = floor == DEVICE, floor == UPDATE
+            if floor == UPDATE:
+                row["update_least_ms"] = least
+            if floor is not None:
                 row["unfloored_ms"] = float(capped[i][0])
             if share[i] > 0:  # blended with the fallback's baseline (gnnperf/predictor/fallback.py)
                 row["unseen_op_share"] = float(share[i])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from gnnperf.console import stdout_console
 from gnnperf.predictor.coverage import THIN_ROWS
+from gnnperf.predictor.optimizer_step import UPDATE_FLOOR_NOTE
 from gnnperf.predictor.parallel import DP_FLOOR_NOTE, GPUS_PER_MACHINE
 
 # The GNN's MAPE on a GPU no training row had (experiments/h200_unseen/results.json, predictors.gnn.all.mape,
@@ -114,6 +115,10 @@ def print_row(row: dict) -> None:
         )
     if row.get("floored_at_one_device"):
         print(f"  {DP_FLOOR_NOTE} (the network said {row['unfloored_ms']:.2f} ms)")
+    if row.get("floored_at_update"):
+        print(
+            f"  {UPDATE_FLOOR_NOTE} ({row['update_least_ms']:.3g} ms; the network said {row['unfloored_ms']:.2f} ms)"
+        )
     if row["priced_at_fp32_peak"]:
         print(
             f"  {row['hardware']} has no {row['precision']} rate of its own in the hardware table: priced at its FP32 "
@@ -211,6 +216,7 @@ NOTES = {
         "predicted slower than at a larger batch, so given that time: a smaller batch is never slower",
     ),
     "floored_at_one_device": ("device floor", DP_FLOOR_NOTE),
+    "floored_at_update": ("update floor", UPDATE_FLOOR_NOTE),
     "precision_predicted_as": (
         "as fp16",
         "bf16 at the device's fp16 rate, and barely seen in training: predicted as the fp16 step",

@@ -510,6 +510,36 @@ def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(
     assert "left out: gh200, intel-max-1550, mi250, mi250-gcd" in err
 
 
+def test_a_step_with_an_optimizer_update_is_never_predicted_faster_than_without(capsys):
+    """The shipped network says GPT-2's SGD step is faster than the same step without an update on an A100.
+
+    It learned the optimizer from sources that each timed one (timm's GPU tables SGD, NeuSight none). On a CPU, whose
+    training rows all had an update, the step without one is the network's guess, so there is no floor.
+    """
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    step = Query("hf:gpt2?class=GPT2LMHeadModel", "a100-sxm4-40gb", 8, input_shape=(512,))
+    bare = replace(step, optimizer="none", timed="fwd+bwd")
+    raw, plain = predictor.predict([step, bare], update_floor=False)
+    row, bare_row = predictor.predict([step, bare])
+    assert raw["iteration_time_ms"] < plain["iteration_time_ms"] and not raw["floored_at_update"]
+    # GPT-2's 124M weights, 8 fp32 tensors' worth each, at the A100's 1,555 GB/s: 2.56 ms
+    assert row["floored_at_update"] and row["update_least_ms"] == pytest.approx(2.56, abs=0.01)
+    assert row["iteration_time_ms"] == pytest.approx(bare_row["iteration_time_ms"] + row["update_least_ms"])
+    assert (
+        row["unfloored_ms"] == pytest.approx(raw["iteration_time_ms"]) and not bare_row["floored_at_update"]
+    )
+    on_cpu = [
+        replace(q, hardware="cpu-intel-xeon-1t", batch_size=1)
+        for q in (step, replace(step, optimizer="adamw"))
+    ]
+    assert predictor.predict(on_cpu) == predictor.predict(on_cpu, update_floor=False)
+    argv = ["predict", "hf:gpt2?class=GPT2LMHeadModel", "--seq-len", "512", "--hardware", "a100-sxm4-40gb"]
+    assert main([*argv, "--batch-size", "8"]) == 0
+    assert "predicted faster with the optimizer update than without one" in capsys.readouterr().out
+
+
 def test_a_dataparallel_step_is_never_predicted_faster_than_on_one_gpu(capsys):
     """The shipped network says GPT-2 is faster on two V100s than on one (it learned device counts from CNNs)."""
     from gnnperf.cli import main
@@ -518,8 +548,8 @@ def test_a_dataparallel_step_is_never_predicted_faster_than_on_one_gpu(capsys):
     one = Query("hf:gpt2?class=GPT2LMHeadModel", "v100-pcie-32gb", 64, input_shape=(512,))
     two = replace(one, num_devices=2)
     (alone,) = predictor.predict(one)
-    (raw,) = predictor.predict(two, device_floor=False)
-    (row,) = predictor.predict(two)
+    (raw,) = predictor.predict(two, device_floor=False, update_floor=False)
+    (row,) = predictor.predict(two)  # at the one-GPU step as floored itself (here by the update floor)
     assert raw["iteration_time_ms"] < alone["iteration_time_ms"] and not raw["floored_at_one_device"]
     assert row["floored_at_one_device"] and row["iteration_time_ms"] == pytest.approx(
         alone["iteration_time_ms"]
