@@ -128,13 +128,6 @@ def fastest_rows(samples: pd.DataFrame, kind_of: Mapping[str, str]) -> dict[str,
     return out
 
 
-def trained_together(trained_on: Mapping[str, Any], kind: str, workload: Workload) -> bool:
-    """Whether ``workload``'s mode, precision, timed region and layout were in training together on a ``kind`` device
-    (``trained_on["workload_combinations_by_kind"]``; False for a checkpoint that does not record them)."""
-    combos = trained_on.get("workload_combinations_by_kind", {}).get(kind, [])
-    return [workload.mode, workload.precision, workload.timed_label, workload.memory_format] in combos
-
-
 def faster_than_trained(trained_on: Mapping[str, Any], row: Mapping[str, Any], kind: str) -> str | None:
     """``0.11 ms, under the fastest train row of any gpu in training (3.84 ms, h200)`` where ``row``'s prediction is
     faster than every training row of its mode on its kind of device, else None.

@@ -18,7 +18,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from gnnperf.predictor.coverage import trained_together
 from gnnperf.predictor.optimizer_step import update_floor_ms
 
 if TYPE_CHECKING:
@@ -27,6 +26,13 @@ if TYPE_CHECKING:
     from gnnperf.measure.workload import Workload
 
 DEVICE, UPDATE = "floored_at_one_device", "floored_at_update"  # the prediction rows' flags
+
+
+def trained_together(trained_on: Mapping[str, Any], kind: str, workload: Workload) -> bool:
+    """Whether ``workload``'s mode, precision, timed region and layout were in training together on a ``kind`` device
+    (``trained_on["workload_combinations_by_kind"]``; False for a checkpoint that does not record them)."""
+    combos = trained_on.get("workload_combinations_by_kind", {}).get(kind, [])
+    return [workload.mode, workload.precision, workload.timed_label, workload.memory_format] in combos
 
 
 @dataclass

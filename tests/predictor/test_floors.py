@@ -8,8 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from gnnperf.measure.workload import Workload
-from gnnperf.predictor.coverage import trained_together
-from gnnperf.predictor.floors import DEVICE, UPDATE, Floors
+from gnnperf.predictor.floors import DEVICE, UPDATE, Floors, trained_together
 from gnnperf.predictor.optimizer_step import update_bytes, update_floor_ms
 
 GPU_TRAINED = {"workload_combinations_by_kind": {"gpu": [["train", "fp32", "h2d+fwd+bwd", "contiguous"]]}}
