@@ -433,9 +433,8 @@ def test_two_stores_with_different_machines_under_one_name_are_refused(tmp_path)
     assert device_specs([a, b], [spec.name])[spec.name] == spec
     save_hardware_record(tmp_path / "d", replace(spec, peak_fp32_tflops=0.23))  # within 25% of b
     assert device_specs([b, tmp_path / "d"], [spec.name])[spec.name].peak_fp32_tflops == 0.2
-    save_hardware_record(
-        tmp_path / "e", replace(spec, peak_fp32_tflops=0.3)
-    )  # a faster host, one brand string
+    # a faster host under one brand string
+    save_hardware_record(tmp_path / "e", replace(spec, peak_fp32_tflops=0.3))
     with pytest.raises(GnnperfError, match="measured peak_fp32_tflops 0.2 vs 0.3"):
         device_specs([b, tmp_path / "e"], [spec.name])
     save_hardware_record(tmp_path / "c", replace(spec, sm_count=spec.sm_count + 2))
