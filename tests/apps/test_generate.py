@@ -78,7 +78,8 @@ def test_optimizer_draw_each_times_every_optimizer_on_the_same_step():
             ("none", "fwd+bwd"), ("sgd", "fwd+bwd+opt"), ("adam", "fwd+bwd+opt"), ("adamw", "fwd+bwd+opt")
         ]  # fmt: skip
         assert len({replace(w, optimizer="none", timed="fwd+bwd") for w in workloads}) == 1
-    gpu = cfg("zoo=gpu_optimizers", "workload=gpu_train_optimizers")  # experiments/optimizer_step/measure_gpu.sh
+    # the GPU plan of experiments/optimizer_step/measure_gpu.sh
+    gpu = cfg("zoo=gpu_optimizers", "workload=gpu_train_optimizers")
     assert len(list(plan_samples(gpu.zoo, gpu.workload))) == 8 * 4
     # the committed CPU store's first configurations of each family, so the two stores share models
     small = cfg("zoo=cpu_small", "zoo.samples_per_family=3")
