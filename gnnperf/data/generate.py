@@ -78,11 +78,11 @@ def plan_samples(zoo: Mapping[str, Any], workload: Mapping[str, Any]) -> Iterato
         spec = resolve(ref)
         shape = spec.input_shape(None)
         for batch in batch_sizes or default_batches:
-            # "each": every optimizer on the same step, the step without one timed as fwd+bwd
-            drawn = [str(rng.choice(optimizers))] if mode == "train" and not each else None
+            # "each": every optimizer on the same step; drawn before the precision, as plans always drew them
+            chosen = optimizers if each else [str(rng.choice(optimizers))] if mode == "train" else ["none"]
             precision = str(rng.choice(list(workload.get("precisions") or ["fp32"])))
-            for optimizer in optimizers if each else drawn or ["none"]:
-                timed = workload.get("timed") if optimizer != "none" else "fwd+bwd"
+            for optimizer in chosen:
+                timed = workload.get("timed") if optimizer != "none" else "fwd+bwd"  # no update: fwd+bwd
                 yield PlannedSample(
                     model_ref=spec.ref,
                     family=spec.family,
