@@ -25,6 +25,12 @@ Three things differ between the meta device and a GPU, and are traced as on the 
 The rest (weights and buffers in the model's dtype, one gradient per trainable weight, SGD momentum or Adam's
 two states, a fixed workspace for cuBLAS and cuDNN) is checked against 53 peaks measured on an H200 by this
 project's harness (``torch.cuda.max_memory_allocated``; ``experiments/memory``).
+
+The step has two peaks: in the backward pass (the saved activations beside the gradients) and at the optimizer
+update, after the activations are freed, when Adam and AdamW as a GPU runs them (torch's default ``foreach``
+implementation) hold the square roots of all second moments at once, a copy of the weights' size
+(:data:`_UPDATE_TEMPORARIES`). The estimate is the larger of the two; the update's is the larger for a model with
+more weights than activations (an LLM at a small batch). ``experiments/memory/update.py`` measures both on a CPU.
 """
 
 from __future__ import annotations
@@ -57,6 +63,10 @@ USABLE_SHARE = 0.88
 _MODEL_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
 _AUTOCAST_DTYPE = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 _OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2, "none": 0}  # the harness's SGD has momentum
+# Weight-sized temporaries the update holds at once in torch's foreach implementations (the default on a GPU;
+# a CPU loops over the weights one at a time): Adam and AdamW the list torch._foreach_sqrt returns, SGD with
+# momentum none (it updates in place). tests/graph/test_memory.py counts them in the installed torch.
+_UPDATE_TEMPORARIES = {"sgd": 0, "adam": 1, "adamw": 1, "none": 0}
 _MB = 2**20
 
 
@@ -83,14 +93,36 @@ class MemoryEstimate:
     ddp_buckets_mb: float = 0.0
     # with activation checkpointing: activations_mb is then the checkpointed step's peak
     checkpointing: Checkpointed | None = None
+    # the optimizer update's temporaries (_UPDATE_TEMPORARIES), held after the activations are freed
+    update_mb: float = 0.0
+
+    @property
+    def held_mb(self) -> float:
+        """What the whole step holds: weights, gradients, optimizer state, DDP buckets, the workspace."""
+        return (
+            self.weights_mb + self.gradients_mb + self.optimizer_mb + self.ddp_buckets_mb + self.workspace_mb
+        )
+
+    @property
+    def backward_mb(self) -> float:
+        """The backward pass's peak: what the step holds and the saved activations (linear in the batch)."""
+        return self.held_mb + self.activations_mb
+
+    @property
+    def update_peak_mb(self) -> float:
+        """The optimizer update's peak: what the step holds and the update's temporaries."""
+        return self.held_mb + self.update_mb
 
     @property
     def total_mb(self) -> float:
-        return sum(v for k, v in asdict(self).items() if k.endswith("_mb"))
+        """The step's peak, the larger of the backward pass's and the update's."""
+        return max(self.backward_mb, self.update_peak_mb)
 
     def as_dict(self) -> dict[str, Any]:
-        """MB by what holds them, ``total_mb``, and ``checkpointing`` (a dict, or None without it)."""
-        return {**asdict(self), "total_mb": self.total_mb}
+        """MB by what holds them, ``total_mb``, ``peak_at`` (``backward`` or ``update``), and ``checkpointing``
+        (a dict, or None without it)."""
+        peak_at = "update" if self.update_peak_mb > self.backward_mb else "backward"
+        return {**asdict(self), "total_mb": self.total_mb, "peak_at": peak_at}
 
     def on_device(self, memory_gb: float) -> dict[str, Any]:
         """:meth:`as_dict` with the device's memory (data-sheet GB, read as GiB as vendors size it) and a verdict.
@@ -273,14 +305,16 @@ def training_memory(
     plain = trace.plain_bytes()
     activations = trace.checkpointed_bytes() if checkpointing else plain
     checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
+    updates = "opt" in workload.timed
     return MemoryEstimate(
         weights_mb=weight_mb,
         gradients_mb=gradients_mb,
-        optimizer_mb=grad_mb * _OPTIMIZER_STATES[workload.optimizer] if "opt" in workload.timed else 0.0,
+        optimizer_mb=grad_mb * _OPTIMIZER_STATES[workload.optimizer] if updates else 0.0,
         activations_mb=activations / _MB,
         workspace_mb=WORKSPACE_MB,
         ddp_buckets_mb=gradients_mb if ddp and workload.num_devices > 1 else 0.0,
         checkpointing=checkpointed,
+        update_mb=grad_mb * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
     )
 
 
@@ -294,19 +328,23 @@ def largest_batch(
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
-    The step's memory is linear in the batch (a fixed part: weights, gradients, optimizer state, autocast's weight
-    copies, the workspace), so two traces give it for every batch: ``workload``'s batch (``traced``, its
-    :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1).
+    The backward pass's peak is linear in the batch (a fixed part: weights, gradients, optimizer state, autocast's
+    weight copies, the workspace), so two traces give it for every batch: ``workload``'s batch (``traced``, its
+    :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1). The update's
+    peak does not depend on the batch: where it does not fit, no batch does.
     """
+    usable_mb = USABLE_SHARE * memory_gb * 1024
     batch = workload.batch_size
-    at_batch = (traced or training_memory(model_ref, workload, ddp, checkpointing)).total_mb
+    at_batch = traced or training_memory(model_ref, workload, ddp, checkpointing)
+    if at_batch.update_peak_mb > usable_mb:
+        return 0
     other = 2 if batch == 1 else 1
-    at_other = training_memory(model_ref, replace(workload, batch_size=other), ddp, checkpointing).total_mb
-    per_sample = (at_batch - at_other) / (batch - other)
+    at_other = training_memory(model_ref, replace(workload, batch_size=other), ddp, checkpointing).backward_mb
+    per_sample = (at_batch.backward_mb - at_other) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
-    fixed = at_batch - batch * per_sample
-    return max(0, int((USABLE_SHARE * memory_gb * 1024 - fixed) // per_sample))
+    fixed = at_batch.backward_mb - batch * per_sample
+    return max(0, int((usable_mb - fixed) // per_sample))
 
 
 @contextmanager

@@ -61,13 +61,18 @@ def print_row(row: dict) -> None:
         m = row["memory"]
         held = m["weights_mb"] + m["gradients_mb"] + m["optimizer_mb"] + m["ddp_buckets_mb"]
         buckets = " + DDP buckets" if m["ddp_buckets_mb"] else ""
+        at = (
+            f", at the optimizer update (its temporaries {m['update_mb'] / 1024:.1f}, "
+            if m["peak_at"] == "update"
+            else " ("
+        )
         verdict = {
             "fits": "fits",
             "at the limit": "at the limit: above the share usable in practice, it may run out of memory",
             "does not fit": "does NOT fit: expect an out-of-memory error",
         }[m["verdict"]]
         print(
-            f"  peak memory {m['total_mb'] / 1024:.1f} GiB per device (activations {m['activations_mb'] / 1024:.1f}, "
+            f"  peak memory {m['total_mb'] / 1024:.1f} GiB per device{at}activations {m['activations_mb'] / 1024:.1f}, "
             f"weights + gradients{buckets} + optimizer {held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
         )
         if "largest_batch" in m:

@@ -260,6 +260,17 @@ def test_predict_says_whether_the_training_step_fits_in_the_device_memory():
     assert row["memory"] is None and "training steps" in row["memory_note"]  # asked for, and told why not
 
 
+def test_a_step_with_more_weights_than_activations_peaks_at_the_update(capsys):
+    from gnnperf.cli import main
+
+    mlp = "zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=layer&num_classes=100&width=4096"
+    args = ["predict", mlp, "--hardware", "t4", "--batch-size", "8", "--input-shape", "256"]
+    assert main([*args, "--optimizer", "adamw"]) == 0
+    assert "at the optimizer update (its temporaries 0.3, activations 0.0," in capsys.readouterr().out
+    assert main([*args, "--optimizer", "sgd", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory"]["peak_at"] == "backward"
+
+
 def test_the_memory_estimate_from_python_is_the_clis():
     predictor = Predictor.from_checkpoint(None)
     query = Query("timm:resnet50", "rtx-3090", 64, precision="amp_fp16")

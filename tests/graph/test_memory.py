@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import replace
 
 import pytest
@@ -9,6 +10,8 @@ import torch
 import torchvision
 from torch import nn
 from torch.nn import functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.memory import (
@@ -19,6 +22,7 @@ from gnnperf.graph.memory import (
     training_memory,
 )
 from gnnperf.measure.workload import Workload
+from gnnperf.zoo.resolve import resolve
 
 TRAIN = Workload(batch_size=16, input_shape=(3, 128, 128), precision="fp32", optimizer="sgd")
 
@@ -158,3 +162,68 @@ def test_the_largest_batch_is_the_last_that_fits():
     assert largest_batch("torchvision:resnet18", one, memory_gb=2) == largest
     traced = training_memory("torchvision:resnet18", TRAIN)
     assert largest_batch("torchvision:resnet18", TRAIN, memory_gb=2, traced=traced) == largest
+
+
+# three 1024-wide layers: 12 MB of weights, a few kB of activations a sample
+WIDE_MLP = "zoo:mlp?activation=relu&depth=3&dropout=0.0&in_features=1024&norm=none&num_classes=10&width=1024"
+
+
+class _LiveBytes(TorchDispatchMode):
+    """The peak of the bytes held by tensors the ops under it allocate (not views, not in-place results), each
+    counted until its Python tensor is freed: enough for an optimizer's temporaries, which Python lists hold."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.live = self.peak = 0
+
+    def _free(self, nbytes: int) -> None:
+        self.live -= nbytes
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        given = {
+            t.untyped_storage().data_ptr()
+            for t in tree_flatten((args, kwargs))[0]
+            if isinstance(t, torch.Tensor)
+        }
+        for t in tree_flatten(out)[0]:
+            if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in given:
+                self.live += t.untyped_storage().nbytes()
+                self.peak = max(self.peak, self.live)
+                weakref.finalize(t, self._free, t.untyped_storage().nbytes())
+        return out
+
+
+@pytest.mark.parametrize("name", ["sgd", "adam", "adamw"])
+def test_the_update_temporaries_are_what_torch_foreach_allocates(name):
+    """The GPU's default implementation (foreach), run on the CPU: its second step's temporaries, counted."""
+    model = resolve(WIDE_MLP).build()
+    params = list(model.parameters())
+    opt = {
+        "sgd": lambda: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True),  # the harness's settings
+        "adam": lambda: torch.optim.Adam(params, lr=1e-3, foreach=True),
+        "adamw": lambda: torch.optim.AdamW(params, lr=1e-3, foreach=True),
+    }[name]()
+    for _ in range(2):  # the first step also creates the state
+        model(torch.randn(4, 1024)).sum().backward()
+        with _LiveBytes() as counted:
+            opt.step()
+        opt.zero_grad(set_to_none=True)
+    estimate = training_memory(WIDE_MLP, Workload(batch_size=4, input_shape=(1024,), optimizer=name))
+    weight_bytes = sum(p.numel() * p.element_size() for p in params)
+    assert estimate.update_mb * 2**20 == pytest.approx(counted.peak, abs=0.01 * weight_bytes)
+    assert counted.peak > 0.99 * weight_bytes if name != "sgd" else counted.peak < 0.01 * weight_bytes
+
+
+def test_a_model_with_more_weights_than_activations_peaks_at_the_update():
+    one = Workload(batch_size=1, input_shape=(1024,), optimizer="adamw")
+    adamw = training_memory(WIDE_MLP, one)
+    assert adamw.update_mb == pytest.approx(adamw.gradients_mb) and adamw.update_mb > adamw.activations_mb
+    assert adamw.total_mb == adamw.update_peak_mb > adamw.backward_mb
+    assert adamw.as_dict()["peak_at"] == "update"
+    sgd = training_memory(WIDE_MLP, replace(one, optimizer="sgd"))
+    assert sgd.update_mb == 0 and sgd.total_mb == sgd.backward_mb and sgd.as_dict()["peak_at"] == "backward"
+    # room for the backward pass of many samples but not for the update: no batch fits
+    between_gb = (adamw.backward_mb + adamw.update_peak_mb) / 2 / 1024 / USABLE_SHARE
+    assert largest_batch(WIDE_MLP, one, memory_gb=between_gb) == 0
+    assert largest_batch(WIDE_MLP, replace(one, optimizer="sgd"), memory_gb=between_gb) > 100
