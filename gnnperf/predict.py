@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import math
 import os
-from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -46,13 +45,12 @@ class Predictor:
         from gnnperf.predictor.checkpoint import load_fallback
 
         self.fallback = load_fallback(self.info)  # for op types unseen in training (None: trained without)
-        # measured / predicted per calibration key (hardware and workload, _calibration_key), from calibrate()
+        # measured / predicted per calibration key (hardware and workload, anchors.calibration_key), from calibrate()
         self.calibration: dict[tuple, float] = {}
         from gnnperf.predictor.traces import Traces
 
-        self._traces = (
-            Traces()
-        )  # memory estimates: the trace does not depend on the device, only the verdict does
+        # memory estimates: the trace does not depend on the device, only the verdict does
+        self._traces = Traces()
 
     @classmethod
     def from_checkpoint(cls, path: str | Path | None = None) -> Predictor:
@@ -127,17 +125,12 @@ class Predictor:
         Raises:
             GnnperfError: no measurements, or a time that is not a positive number.
         """
-        from gnnperf.errors import GnnperfError
+        from gnnperf.predictor.anchors import calibration_factors, check_calibration
 
         pairs = list(measured)
-        bad = [ms for _, ms in pairs if not _positive_ms(ms)]
-        if not pairs or bad:
-            raise GnnperfError(f"calibration needs measured times > 0 ms, got {bad[0] if bad else 'none'}")
+        check_calibration([ms for _, ms in pairs])
         rows = self.predict([q for q, _ in pairs], hardware_file=hardware_file, calibrated=False)
-        logs: dict[tuple, list[float]] = defaultdict(list)
-        for row, (_, ms) in zip(rows, pairs, strict=True):
-            logs[_calibration_key(row)].append(math.log(ms / row["iteration_time_ms"]))
-        factors = {key: math.exp(sum(v) / len(v)) for key, v in logs.items()}
+        factors = calibration_factors(rows, [ms for _, ms in pairs])
         self.calibration.update(factors)
         return factors
 
@@ -161,33 +154,16 @@ class Predictor:
         Raises:
             GnnperfError: ``measured_ms`` is not a positive number.
         """
-        from gnnperf.errors import GnnperfError
-        from gnnperf.predictor.report import NOTES
+        from gnnperf.predictor.anchors import check_transfer, transferred
 
-        if not _positive_ms(measured_ms):
-            raise GnnperfError(f"a measured time must be a positive number of ms, got {measured_ms!r}")
+        check_transfer(measured_ms)
         row, there = self.predict(
             [query, replace(query, hardware=measured_on)],
             breakdown=breakdown,
             hardware_file=hardware_file,
             calibrated=False,
         )
-        factor = measured_ms / there["iteration_time_ms"]
-        row["iteration_time_ms"] *= factor
-        row["interval_ms"] = [v * factor for v in row["interval_ms"]]
-        for op in (*row.get("breakdown", []), *row.get("breakdown_by_class", [])):
-            op["ms"] *= factor
-        if "breakdown_all_ops_ms" in row:
-            row["breakdown_all_ops_ms"] *= factor
-        row["measured_on"] = {
-            "hardware": there["hardware"],
-            "ms": float(measured_ms),
-            "predicted_ms": there["iteration_time_ms"],
-            # what the prediction the factor divides by extrapolated
-            "flags": {k: there[k] for k in NOTES if there.get(k)},
-        }
-        row["transfer_factor"] = factor
-        return row
+        return transferred(row, there, measured_ms)
 
     def memory(
         self, query: Query, hardware_file: str | None = None, max_batch: bool = False
@@ -266,6 +242,7 @@ class Predictor:
         """
         from gnnperf.errors import GnnperfError
         from gnnperf.graph.build import GraphCache, build_graph
+        from gnnperf.predictor.anchors import calibration_key, scale
         from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
         from gnnperf.predictor.breakdown import by_class, top_groups
         from gnnperf.predictor.coverage import extrapolation, same_rate_precision
@@ -397,24 +374,19 @@ class Predictor:
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
                 row["gnn_iteration_time_ms"] = float(gnn_ms[i])
-            factor = self.calibration.get(_calibration_key(row)) if calibrated else None
-            if factor is not None:
-                row["iteration_time_ms"] *= factor
-                row["interval_ms"] = [v * factor for v in row["interval_ms"]]
-                row["calibration_factor"] = factor
             if breakdown:
                 # a capped step's ops scaled alike (they are the asked batch's)
-                ops_ms = node_ms[i] * (factor or 1.0) * (ms / all_ms[i])
+                ops_ms = node_ms[i] * (ms / all_ms[i])
                 row["breakdown"] = top_groups(graph, ops_ms, breakdown)
                 row["breakdown_by_class"] = by_class(graph, ops_ms)
                 # the rest of the time is the readout's per-iteration overhead (and any fallback blend)
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())
+            factor = self.calibration.get(calibration_key(row)) if calibrated else None
+            if factor is not None:
+                scale(row, factor)
+                row["calibration_factor"] = factor
             out.append(row)
         return out
-
-
-def _positive_ms(ms: Any) -> bool:
-    return isinstance(ms, (int, float)) and not isinstance(ms, bool) and math.isfinite(ms) and ms > 0
 
 
 def _has_channels_last_tensors(graph) -> bool:
@@ -422,8 +394,3 @@ def _has_channels_last_tensors(graph) -> bool:
     return len(graph.input_shape) in (3, 4) or any(
         n.op_type in ("Conv", "ConvTranspose") for n in graph.nodes
     )
-
-
-def _calibration_key(row: Mapping[str, Any]) -> tuple:
-    keys = ("hardware", "precision", "mode", "timed", "memory_format", "num_devices", "parallel")
-    return tuple(row[k] for k in keys)
