@@ -12,7 +12,8 @@ from omegaconf import OmegaConf
 from torch_geometric.loader import DataLoader
 
 from gnnperf.data.dataset import PerfDataset
-from gnnperf.data.splits import PARTS, load_split, make_split, save_split
+from gnnperf.data.split_files import load_split, save_split
+from gnnperf.data.splits import PARTS, make_split
 from gnnperf.data.stats import feature_stats
 from gnnperf.errors import number
 

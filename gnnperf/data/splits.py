@@ -1,4 +1,4 @@
-"""Train/val/test splits of the sample table: one registry, index arrays out, JSON files of sample ids.
+"""Train/val/test splits of the sample table: one registry, index arrays out (saved: :mod:`~gnnperf.data.split_files`).
 
 Each split function is ``fn(samples, seed, fold, num_folds, **kw) -> {"train", "val", "test"}`` of row
 positions in ``samples``; :func:`make_split` checks that the parts are non-empty, disjoint and cover every
@@ -29,10 +29,8 @@ of other families that are the same network as a tested one (``left_out``).
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -357,54 +355,3 @@ def check_split(split: dict[str, np.ndarray], num_rows: int, what: str = "split"
         raise GnnperfError(f"{what}: a sample is in more than one part")
     if cover and len(together) != num_rows:
         raise GnnperfError(f"{what}: {num_rows - len(together)} sample(s) are in no part")
-
-
-def save_split(
-    split: dict[str, np.ndarray], path: str | Path, samples: pd.DataFrame, meta: dict[str, Any] | None = None
-) -> Path:
-    """Write the split as JSON of ``sample_id`` lists per part, with ``meta`` (e.g. split name and seed)."""
-    ids = samples["sample_id"].to_numpy()
-    doc = {"meta": dict(meta or {}), "parts": {p: sorted(str(s) for s in ids[split[p]]) for p in PARTS}}
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(doc, indent=1) + "\n")
-    return path
-
-
-def load_split(
-    path: str | Path, samples: pd.DataFrame, expect_meta: dict[str, Any] | None = None
-) -> dict[str, np.ndarray]:
-    """Row positions in ``samples`` of a split saved by :func:`save_split`.
-
-    Every saved sample must be in ``samples``; samples the file does not name (added later) are left out,
-    with a log line. With ``expect_meta``, a file saved for another split (name, seed, fold...) is refused: it
-    would silently test other rows than the run says.
-    """
-    try:
-        doc = json.loads(Path(path).read_text())
-        parts = {p: list(doc["parts"][p]) for p in PARTS}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise GnnperfError(f"cannot read split file {path}: {e}") from None
-    saved = doc.get("meta") or {}
-    differ = [
-        f"{k} {saved[k]!r} (this run: {v!r})"
-        for k, v in (expect_meta or {}).items()
-        if k in saved
-        and json.dumps(saved[k], sort_keys=True, default=str) != json.dumps(v, sort_keys=True, default=str)
-    ]
-    if differ:
-        raise GnnperfError(
-            f"split file {path} was saved for another split: {', '.join(differ)}; remove it or give another path"
-        )
-    position = {sid: i for i, sid in enumerate(samples["sample_id"])}
-    missing = [s for p in PARTS for s in parts[p] if s not in position]
-    if missing:
-        raise GnnperfError(
-            f"split file {path} names {len(missing)} sample(s) not in the dataset (e.g. {missing[0]})"
-        )
-    split = {p: np.sort(np.asarray([position[s] for s in parts[p]], dtype=np.int64)) for p in PARTS}
-    check_split(split, len(samples), what=f"split file {path}", cover=False)
-    unused = len(samples) - sum(len(v) for v in split.values())
-    if unused:
-        log.info("split file %s leaves %d newer sample(s) out", path, unused)
-    return split

@@ -21,7 +21,7 @@ from gnnperf.data.datamodule import PerfDataModule
 from gnnperf.data.dataset import PerfDataset, workload_from_row
 from gnnperf.data.processing import GRAPHS_FILE, GraphFile
 from gnnperf.data.schema import sample_id
-from gnnperf.data.splits import load_split
+from gnnperf.data.split_files import load_split
 from gnnperf.data.stats import feature_stats
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError

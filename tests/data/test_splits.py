@@ -7,14 +7,8 @@ import pandas as pd
 import pytest
 
 from gnnperf.data.groups import model_groups
-from gnnperf.data.splits import (
-    PARTS,
-    SPLITS,
-    load_split,
-    make_split,
-    register_split,
-    save_split,
-)
+from gnnperf.data.split_files import load_split, save_split
+from gnnperf.data.splits import PARTS, SPLITS, make_split, register_split
 from gnnperf.errors import GnnperfError
 
 FAMILIES = ["mlp", "resnet", "vgg", "vit"]
