@@ -124,14 +124,10 @@ def predicted_by_category(
     """(network ms per category, roofline share per category, predicted step ms)."""
     graph = build_graph(query.model, query.input_shape, cache=GraphCache())
     (row,) = predictor.predict([query], breakdown=len(graph.nodes))
-    # a group's members share op type and parameter shapes, so its first matching node gives its category
-    by_pattern = {}
-    for node in graph.nodes:
-        by_pattern.setdefault(re.sub(r"\.\d+(?=/)", ".#", node.name), node)
+    # a group's ops share op type and parameter shapes, so its first one gives its category
     net: dict[str, float] = defaultdict(float)
     for group in row["breakdown"]:
-        pattern = re.sub(r"\.(?:\d+|\[[0-9,\-]+\])(?=/)", ".#", group["name"])
-        net[onnx_category(by_pattern[pattern], group["name"])] += group["ms"]
+        net[onnx_category(graph.nodes[group["nodes"][0]], group["name"])] += group["ms"]
     spec = get_spec(query.hardware)
     costs, _ = graph_costs(graph, query.batch_size)
     roof: dict[str, float] = defaultdict(float)

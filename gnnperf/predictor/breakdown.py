@@ -70,24 +70,23 @@ def top_groups(graph: OpGraph, node_ms: Sequence[float], k: int) -> list[dict[st
         k: how many groups.
 
     Returns:
-        ``{"op", "name", "count", "ms"}`` per group, ``ms`` the group's total, largest first; ``name`` is the
-        node's own where the group has one op, else its place with the block indices it spans.
+        ``{"op", "name", "count", "ms", "nodes"}`` per group, ``ms`` the group's total, largest first; ``name`` is
+        the node's own where the group has one op, else its place with the block indices it spans; ``nodes`` are
+        the group's ops, as indices into ``graph.nodes``.
     """
     groups: dict[tuple, list[tuple[list[str], float]]] = defaultdict(list)
     for j, node in enumerate(graph.nodes):
         parts = _BLOCK_INDEX.split(node.name)
-        groups[(node.op_type, tuple(parts[0::2]), _signature(graph, j))].append(
-            (parts[1::2], float(node_ms[j]))
-        )
+        groups[(node.op_type, tuple(parts[0::2]), _signature(graph, j))].append((parts[1::2], j))
     out = []
     for (op, template, _), members in groups.items():
         name = [template[0]]
         for pos, text in enumerate(template[1:]):
             at = sorted({int(idx[pos]) for idx, _ in members})
             name += [str(at[0]) if len(at) == 1 else index_ranges(at), text]
-        out.append(
-            {"op": op, "name": "".join(name), "count": len(members), "ms": sum(ms for _, ms in members)}
-        )
+        nodes = [j for _, j in members]
+        ms = sum(float(node_ms[j]) for j in nodes)
+        out.append({"op": op, "name": "".join(name), "count": len(nodes), "ms": ms, "nodes": nodes})
     out.sort(key=lambda g: g["ms"], reverse=True)
     return out[:k]
 

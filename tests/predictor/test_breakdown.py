@@ -39,9 +39,9 @@ def test_ops_at_one_place_in_repeated_blocks_form_one_group():
     ms = [3.0, 1.0, 3.0, 1.0, 2.0, 1.0, 5.0]  # block 2's MatMul is faster; the head has another shape
     groups = top_groups(graph, ms, k=10)
     assert groups == [
-        {"op": "MatMul", "name": "/m/h.[0-2]/attn/MatMul", "count": 3, "ms": 8.0},
-        {"op": "MatMul", "name": "/m/head/MatMul", "count": 1, "ms": 5.0},
-        {"op": "Softmax", "name": "/m/h.[0-2]/attn/Softmax", "count": 3, "ms": 3.0},
+        {"op": "MatMul", "name": "/m/h.[0-2]/attn/MatMul", "count": 3, "ms": 8.0, "nodes": [0, 2, 4]},
+        {"op": "MatMul", "name": "/m/head/MatMul", "count": 1, "ms": 5.0, "nodes": [6]},
+        {"op": "Softmax", "name": "/m/h.[0-2]/attn/Softmax", "count": 3, "ms": 3.0, "nodes": [1, 3, 5]},
     ]
     assert top_groups(graph, ms, k=1) == groups[:1]
 
