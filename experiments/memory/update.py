@@ -1,10 +1,11 @@
-"""The optimizer update's peak, measured on this CPU, beside the memory estimate with and without it.
+"""The peaks after the activations are freed, measured on this CPU, beside the memory estimate with and without them.
 
-A training step has two peaks: in the backward pass (saved activations beside the gradients) and at the optimizer
-update, after the activations are freed. Adam and AdamW as a GPU runs them (torch's default ``foreach``
-implementation there) take the square roots of all second moments at once, a temporary of the weights' size; a
-CPU's default loops over the weights and holds two of one tensor's size. For models with more weights than
-activations the update's peak is the step's.
+Beyond the backward pass's peak (saved activations beside the gradients), two moments after the activations are
+freed can set a training step's peak: the end of the backward pass, where a tied weight's two gradients are summed
+(two more of its size for a moment), and the optimizer update, where Adam and AdamW as a GPU runs them (torch's
+default ``foreach`` implementation there) take the square roots of all second moments at once, a temporary of the
+weights' size; a CPU's default loops over the weights and holds two of one tensor's size. For models with more
+weights than activations one of them is the step's peak.
 
 For each model and optimizer a fresh process builds the model, then the project's harness
 (``gnnperf.measure.harness.measure``, fp32, one thread) runs warm-up and timed steps; the process reports how far
@@ -12,8 +13,8 @@ they raised its peak resident memory (``ru_maxrss``) above what it held once the
 gradients, optimizer state, activations and temporaries. ``adamw_foreach`` runs AdamW with ``foreach=True`` (the
 GPU's default implementation, on the CPU), ``adamw`` and ``sgd`` the harness's own settings (the CPU's loop).
 Beside each: the estimate of that rise (:func:`gnnperf.graph.memory.training_memory` minus the weights and the
-GPU workspace, which are not part of it here), with the update's temporaries (``estimate``, the larger of the two
-peaks) and without them (``backward_only``, the estimate before they were counted).
+GPU workspace, which are not part of it here), with every moment (``estimate``, the largest) and with the backward
+pass's alone (``backward_only``, the estimate before the other two were counted).
 
     .venv/bin/python experiments/memory/update.py --out experiments/memory/results_update.json
 """
@@ -91,9 +92,10 @@ def estimate(ref: str, shape: tuple[int, ...], batch: int, optimizer: str) -> di
         "weights_mb": m.weights_mb,
         "activations_mb": m.activations_mb,
         "update_mb": m.update_mb,
+        "tied_gradients_mb": m.tied_gradients_mb,
         "estimate_mb": m.total_mb - resident,
-        "backward_only_mb": m.backward_mb - resident,
-        "peak_at": m.as_dict()["peak_at"],
+        "backward_only_mb": m.held_mb + m.activations_mb - resident,
+        "peak_at": m.peak_at,
     }
 
 

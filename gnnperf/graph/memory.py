@@ -26,16 +26,20 @@ The rest (weights and buffers in the model's dtype, one gradient per trainable w
 two states, a fixed workspace for cuBLAS and cuDNN) is checked against 53 peaks measured on an H200 by this
 project's harness (``torch.cuda.max_memory_allocated``; ``experiments/memory``).
 
-The step has two peaks: in the backward pass (the saved activations beside the gradients) and at the optimizer
-update, after the activations are freed, when Adam and AdamW as a GPU runs them (torch's default ``foreach``
-implementation) hold the square roots of all second moments at once, a copy of the weights' size
-(:data:`_UPDATE_TEMPORARIES`). The estimate is the larger of the two; the update's is the larger for a model with
-more weights than activations (an LLM at a small batch). ``experiments/memory/update.py`` measures both on a CPU.
+Beyond what the whole step holds, three moments can set its peak (:attr:`MemoryEstimate.phases_mb`): the backward
+pass, with the saved activations; its end, after the activations are freed, where a weight registered twice (an
+embedding tied to the output layer: GPT-2, BERT) has its two gradients summed, three gradient-sized tensors for a
+moment where the step keeps one (autograd's buffer of the two inputs and their sum, in torch's memory profiler);
+and the optimizer update, where Adam and AdamW as a GPU runs them (torch's default ``foreach`` implementation) hold
+the square roots of all second moments at once, a copy of the weights' size (:data:`_UPDATE_TEMPORARIES`). The
+estimate is the largest; the latter two win for a model with more weights than activations (an LLM at a small
+batch). ``experiments/memory/update.py`` measures them on a CPU.
 """
 
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -95,6 +99,8 @@ class MemoryEstimate:
     checkpointing: Checkpointed | None = None
     # the optimizer update's temporaries (_UPDATE_TEMPORARIES), held after the activations are freed
     update_mb: float = 0.0
+    # the end of the backward pass: two more gradients of the largest weight registered twice, while they are summed
+    tied_gradients_mb: float = 0.0
 
     @property
     def held_mb(self) -> float:
@@ -104,25 +110,29 @@ class MemoryEstimate:
         )
 
     @property
-    def backward_mb(self) -> float:
-        """The backward pass's peak: what the step holds and the saved activations (linear in the batch)."""
-        return self.held_mb + self.activations_mb
+    def phases_mb(self) -> dict[str, float]:
+        """What each moment of the step holds beyond :attr:`held_mb` (see the module docstring): ``backward`` the
+        saved activations (linear in the batch), ``tied_gradients`` and ``update`` (fixed)."""
+        return {
+            "backward": self.activations_mb,
+            "tied_gradients": self.tied_gradients_mb,
+            "update": self.update_mb,
+        }
 
     @property
-    def update_peak_mb(self) -> float:
-        """The optimizer update's peak: what the step holds and the update's temporaries."""
-        return self.held_mb + self.update_mb
+    def peak_at(self) -> str:
+        """The moment of :attr:`phases_mb` that sets the peak (the first of equals)."""
+        phases = self.phases_mb
+        return max(phases, key=phases.__getitem__)
 
     @property
     def total_mb(self) -> float:
-        """The step's peak, the larger of the backward pass's and the update's."""
-        return max(self.backward_mb, self.update_peak_mb)
+        """The step's peak: what it holds throughout and the largest of :attr:`phases_mb`."""
+        return self.held_mb + self.phases_mb[self.peak_at]
 
     def as_dict(self) -> dict[str, Any]:
-        """MB by what holds them, ``total_mb``, ``peak_at`` (``backward`` or ``update``), and ``checkpointing``
-        (a dict, or None without it)."""
-        peak_at = "update" if self.update_peak_mb > self.backward_mb else "backward"
-        return {**asdict(self), "total_mb": self.total_mb, "peak_at": peak_at}
+        """MB by what holds them, ``total_mb``, ``peak_at``, and ``checkpointing`` (a dict, or None without it)."""
+        return {**asdict(self), "total_mb": self.total_mb, "peak_at": self.peak_at}
 
     def on_device(self, memory_gb: float) -> dict[str, Any]:
         """:meth:`as_dict` with the device's memory (data-sheet GB, read as GiB as vendors size it) and a verdict.
@@ -292,7 +302,7 @@ def training_memory(
     for name, context in (("meta", lambda: torch.device("meta")), ("fake", FakeTensorMode)):
         try:
             with context():
-                trace, weight_mb, grad_mb = _trace(spec, workload, one, checkpointing)
+                trace, weight_mb, grad_mb, tied_mb = _trace(spec, workload, one, checkpointing)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
             first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]  # torch's meta errors run long
@@ -315,6 +325,7 @@ def training_memory(
         ddp_buckets_mb=gradients_mb if ddp and workload.num_devices > 1 else 0.0,
         checkpointing=checkpointed,
         update_mb=grad_mb * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
+        tied_gradients_mb=2 * tied_mb if workload.timed != "fwd" else 0.0,
     )
 
 
@@ -330,20 +341,26 @@ def largest_batch(
 
     The backward pass's peak is linear in the batch (a fixed part: weights, gradients, optimizer state, autocast's
     weight copies, the workspace), so two traces give it for every batch: ``workload``'s batch (``traced``, its
-    :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1). The update's
-    peak does not depend on the batch: where it does not fit, no batch does.
+    :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1). The other
+    moments of :attr:`MemoryEstimate.phases_mb` do not depend on the batch: where one does not fit, no batch does.
     """
+
+    def backward_mb(estimate: MemoryEstimate) -> float:
+        return estimate.held_mb + estimate.activations_mb
+
     usable_mb = USABLE_SHARE * memory_gb * 1024
     batch = workload.batch_size
     at_batch = traced or training_memory(model_ref, workload, ddp, checkpointing)
-    if at_batch.update_peak_mb > usable_mb:
+    if at_batch.held_mb + max(at_batch.update_mb, at_batch.tied_gradients_mb) > usable_mb:
         return 0
     other = 2 if batch == 1 else 1
-    at_other = training_memory(model_ref, replace(workload, batch_size=other), ddp, checkpointing).backward_mb
-    per_sample = (at_batch.backward_mb - at_other) / (batch - other)
+    at_other = backward_mb(
+        training_memory(model_ref, replace(workload, batch_size=other), ddp, checkpointing)
+    )
+    per_sample = (backward_mb(at_batch) - at_other) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
-    fixed = at_batch.backward_mb - batch * per_sample
+    fixed = backward_mb(at_batch) - batch * per_sample
     return max(0, int((usable_mb - fixed) // per_sample))
 
 
@@ -370,8 +387,9 @@ def _default_dtype(dtype: torch.dtype):
 
 def _trace(
     spec, workload: Workload, one: tuple[torch.Tensor, ...], checkpointing: bool
-) -> tuple[BlockTrace, float, float]:
-    """(what autograd saved, weight MB, trainable weight MB), built and run in the caller's tensor context."""
+) -> tuple[BlockTrace, float, float, float]:
+    """(what autograd saved, weight MB, trainable weight MB, MB of the largest trainable weight registered twice),
+    built and run in the caller's tensor context."""
     from gnnperf.graph.export import _no_random_init
 
     dtype = _MODEL_DTYPE.get(workload.precision, torch.float32)
@@ -388,4 +406,11 @@ def _trace(
     weights = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]
     trainable = [p for p in model.parameters() if p.requires_grad and not isinstance(p, lazy)]
     weight_mb = sum(t.numel() * t.element_size() for t in weights) / _MB
-    return trace, weight_mb, sum(p.numel() * p.element_size() for p in trainable) / _MB
+    registered = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
+    tied = [p.numel() * p.element_size() for p in trainable if registered[id(p)] > 1]
+    return (
+        trace,
+        weight_mb,
+        sum(p.numel() * p.element_size() for p in trainable) / _MB,
+        max(tied, default=0) / _MB,
+    )

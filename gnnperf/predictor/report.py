@@ -61,11 +61,12 @@ def print_row(row: dict) -> None:
         m = row["memory"]
         held = m["weights_mb"] + m["gradients_mb"] + m["optimizer_mb"] + m["ddp_buckets_mb"]
         buckets = " + DDP buckets" if m["ddp_buckets_mb"] else ""
-        at = (
-            f", at the optimizer update (its temporaries {m['update_mb'] / 1024:.1f}, "
-            if m["peak_at"] == "update"
-            else " ("
-        )
+        at = {
+            "backward": " (",
+            "update": f", at the optimizer update (its temporaries {m['update_mb'] / 1024:.1f}, ",
+            "tied_gradients": f", at the end of the backward pass (a tied weight's gradients summed, "
+            f"{m['tied_gradients_mb'] / 1024:.1f} more; ",
+        }[m["peak_at"]]
         verdict = {
             "fits": "fits",
             "at the limit": "at the limit: above the share usable in practice, it may run out of memory",

@@ -260,7 +260,7 @@ def test_predict_says_whether_the_training_step_fits_in_the_device_memory():
     assert row["memory"] is None and "training steps" in row["memory_note"]  # asked for, and told why not
 
 
-def test_a_step_with_more_weights_than_activations_peaks_at_the_update(capsys):
+def test_a_step_with_more_weights_than_activations_peaks_after_the_backward_pass(capsys):
     from gnnperf.cli import main
 
     mlp = "zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=layer&num_classes=100&width=4096"
@@ -269,6 +269,9 @@ def test_a_step_with_more_weights_than_activations_peaks_at_the_update(capsys):
     assert "at the optimizer update (its temporaries 0.3, activations 0.0," in capsys.readouterr().out
     assert main([*args, "--optimizer", "sgd", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["memory"]["peak_at"] == "backward"
+    gpt = "hf:gpt2?class=GPT2LMHeadModel&n_layer=1&n_embd=64&n_head=2&vocab_size=20000"  # its head is its embedding
+    assert main(["predict", gpt, "--hardware", "t4", "--batch-size", "1", "--input-shape", "8"]) == 0
+    assert "at the end of the backward pass (a tied weight's gradients summed" in capsys.readouterr().out
 
 
 def test_the_memory_estimate_from_python_is_the_clis():

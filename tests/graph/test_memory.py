@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import weakref
 from dataclasses import replace
 
@@ -219,11 +220,49 @@ def test_a_model_with_more_weights_than_activations_peaks_at_the_update():
     one = Workload(batch_size=1, input_shape=(1024,), optimizer="adamw")
     adamw = training_memory(WIDE_MLP, one)
     assert adamw.update_mb == pytest.approx(adamw.gradients_mb) and adamw.update_mb > adamw.activations_mb
-    assert adamw.total_mb == adamw.update_peak_mb > adamw.backward_mb
-    assert adamw.as_dict()["peak_at"] == "update"
+    assert adamw.peak_at == "update" and adamw.total_mb == adamw.held_mb + adamw.update_mb
+    assert adamw.as_dict()["peak_at"] == "update" and adamw.tied_gradients_mb == 0
     sgd = training_memory(WIDE_MLP, replace(one, optimizer="sgd"))
-    assert sgd.update_mb == 0 and sgd.total_mb == sgd.backward_mb and sgd.as_dict()["peak_at"] == "backward"
+    assert sgd.update_mb == 0 and sgd.peak_at == "backward"
+    assert sgd.total_mb == sgd.held_mb + sgd.activations_mb
     # room for the backward pass of many samples but not for the update: no batch fits
-    between_gb = (adamw.backward_mb + adamw.update_peak_mb) / 2 / 1024 / USABLE_SHARE
+    between_gb = (adamw.held_mb + (adamw.activations_mb + adamw.update_mb) / 2) / 1024 / USABLE_SHARE
     assert largest_batch(WIDE_MLP, one, memory_gb=between_gb) == 0
     assert largest_batch(WIDE_MLP, replace(one, optimizer="sgd"), memory_gb=between_gb) > 100
+
+
+# GPT-2's output layer is its token embedding (a 20,000 x 64 weight, 4.9 MB), registered twice
+TIED = (
+    "hf:gpt2?class=GPT2LMHeadModel&n_layer=1&n_embd=64&n_head=2&vocab_size=20000&resid_pdrop=0&embd_pdrop=0"
+)
+
+
+def test_a_tied_weight_holds_two_more_gradients_at_the_end_of_the_backward_pass(tmp_path):
+    """torch's memory profiler: the peak of live tensors beyond weights, gradients and momentum, against the estimate."""
+    spec = resolve(TIED)
+    model, inputs = spec.build(), spec.make_inputs(1, (8,))
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        model(*inputs).float().mean().backward()
+        opt.step()
+
+    step()  # the momentum exists from here on
+    cpu = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(
+        activities=cpu, profile_memory=True, record_shapes=True, with_stack=True
+    ) as prof:
+        step()
+    prof.export_memory_timeline(str(tmp_path / "timeline.json"), device="cpu")
+    _, sizes = json.loads((tmp_path / "timeline.json").read_text())  # bytes by category at each moment
+    held = 3 * sum(p.numel() * p.element_size() for p in model.parameters())
+    beyond_mb = (max(map(sum, sizes)) - held) / 2**20
+    estimate = training_memory(TIED, Workload(batch_size=1, input_shape=(8,), optimizer="sgd"))
+    embedding_mb = 20_000 * 64 * 4 / 2**20
+    assert (
+        estimate.tied_gradients_mb == pytest.approx(2 * embedding_mb) and estimate.peak_at == "tied_gradients"
+    )
+    assert beyond_mb == pytest.approx(estimate.tied_gradients_mb, rel=0.1)
+    untied = training_memory(TIED + "&tie_word_embeddings=false", Workload(batch_size=1, input_shape=(8,)))
+    assert untied.tied_gradients_mb == 0

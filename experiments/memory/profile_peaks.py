@@ -1,0 +1,92 @@
+"""What the live tensors are at a CPU training step's peak, by torch's memory profiler, beside the estimate.
+
+``update.py`` measures the resident size, which counts more than tensors (the math library's own buffers). Here
+torch's memory profiler (``profile_memory=True``, ``export_memory_timeline``) follows every tensor of one SGD step
+(momentum 0.9, fp32, the harness's settings, after a first step that creates the momentum) and labels it parameter,
+optimizer state, input, temporary, activation, gradient or autograd detail; at the moment the live tensors add up
+to the most, their MB by label, beside :func:`gnnperf.graph.memory.training_memory`'s terms.
+
+    .venv/bin/python experiments/memory/profile_peaks.py --out experiments/memory/results_profile.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from gnnperf.graph.memory import training_memory
+from gnnperf.measure.workload import Workload
+from gnnperf.zoo.resolve import resolve
+
+# update.py's models whose SGD step the estimate is furthest from (reference, per-sample input shape, batch)
+MODELS = [
+    ("hf:gpt2?class=GPT2LMHeadModel&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0", (128,), 1),
+    ("hf:bert?class=BertForMaskedLM&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (128,), 1),
+    ("zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=layer&num_classes=100&width=4096", (256,), 8),
+    ("timm:vgg16", (3, 224, 224), 1),
+    ("timm:vit_base_patch16_224", (3, 224, 224), 1),
+]  # fmt: skip
+# export_memory_timeline's columns after the time: torch.profiler._memory_profiler's categories in its plot order
+LABELS = [
+    "parameter",
+    "optimizer_state",
+    "input",
+    "temporary",
+    "activation",
+    "gradient",
+    "autograd_detail",
+    "unknown",
+]
+_MB = 2**20
+
+
+def peak_by_label(ref: str, shape: tuple[int, ...], batch: int) -> dict[str, float]:
+    """MB of live tensors by label at the step's peak of live tensors."""
+    spec = resolve(ref)
+    model, inputs = spec.build(), spec.make_inputs(batch, shape)
+    model.train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+
+    def step() -> None:
+        opt.zero_grad(set_to_none=True)
+        out = model(*inputs)
+        (out if torch.is_tensor(out) else out[0]).float().mean().backward()
+        opt.step()
+
+    step()
+    cpu = [torch.profiler.ProfilerActivity.CPU]
+    with torch.profiler.profile(
+        activities=cpu, profile_memory=True, record_shapes=True, with_stack=True
+    ) as prof:
+        step()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "timeline.json"
+        prof.export_memory_timeline(str(path), device="cpu")
+        sizes = np.array(json.loads(path.read_text())[1], dtype=float)[:, 1:]  # the first column is unused
+    at = sizes.sum(1).argmax()
+    return {label: float(v / _MB) for label, v in zip(LABELS, sizes[at], strict=True)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = []
+    for ref, shape, batch in MODELS:
+        live = peak_by_label(ref, shape, batch)
+        est = training_memory(ref, Workload(input_shape=shape, batch_size=batch, optimizer="sgd"))
+        row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "peak_live_mb": live}
+        row["estimate"] = {k: v for k, v in est.as_dict().items() if k.endswith("_mb") or k == "peak_at"}
+        rows.append(row)
+        print(ref[:40], {k: round(v, 1) for k, v in live.items() if v >= 0.5}, flush=True)
+    args.out.write_text(json.dumps({"what": __doc__.splitlines()[0], "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
