@@ -12,7 +12,8 @@ measured extra time against the blocks' forward pass (the measured forward time 
 harness times the forward alone in a third process).
 
     .venv/bin/python experiments/checkpointing/run.py --out experiments/checkpointing/results.json
-    .venv/bin/python experiments/checkpointing/run.py --summarize experiments/checkpointing/results.json  # again
+    .venv/bin/python experiments/checkpointing/run.py --summarize experiments/checkpointing/results.json  # again,
+        # with the current estimate's peaks
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ THREADS = 1
 # size no longer follows the live tensors; a fixed threshold keeps every large tensor its own mapping
 MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 REPEATS = 3  # the timings alternate plain, checkpointed and forward this many times in one process
+MODES = (("plain", False), ("checkpointed", True))
 
 
 def _rss_mb() -> float:
@@ -109,6 +111,21 @@ def run_child(ref: str, shape: tuple[int, ...], batch: int, mode: str) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def add_peaks(rows: list[dict]) -> None:
+    """Each row's estimated peak rise, plain and checkpointed: ``training_memory``'s peak (the largest of the backward
+    pass, a tied weight's gradients summed at its end, and the update) less the weights and the GPU workspace."""
+    from gnnperf.graph.memory import training_memory
+    from gnnperf.measure.workload import Workload
+
+    for r in rows:
+        workload = Workload(input_shape=tuple(r["input_shape"]), batch_size=r["batch_size"], optimizer="sgd")
+        peaks = {mode: training_memory(r["model"], workload, checkpointing=on) for mode, on in MODES}
+        r["estimate_mb"]["peak_rise"] = {
+            mode: round(e.total_mb - e.weights_mb - e.workspace_mb, 1) for mode, e in peaks.items()
+        }
+        r["estimate_mb"]["peak_at"] = {mode: e.peak_at for mode, e in peaks.items()}
+
+
 def summary(rows: list[dict]) -> dict:
     """Per model: estimated / measured peak rise and saving; the checkpointed step composed from the measured plain
     one (x (1 + the composition's share)) over the measured checkpointed one, less 1."""
@@ -130,6 +147,15 @@ def summary(rows: list[dict]) -> dict:
             ),
             "composed_checkpointed_step_error": round(composed_step / r["step_ms"]["checkpointed"] - 1, 4),
         }
+        if "peak_rise" in est:
+            peak = est["peak_rise"]
+            out[r["model"]]["estimated_over_measured_peak_rise"] = {
+                k: round(peak[k] / meas[k], 3) for k in peak
+            }
+            out[r["model"]]["peak_saving_mb"] = {
+                "estimated": round(peak["plain"] - peak["checkpointed"], 1),
+                "measured": r["saving_mb"]["measured"],
+            }
     return out
 
 
@@ -145,6 +171,7 @@ def main() -> None:
         return
     if args.summarize:
         result = json.loads(args.summarize.read_text())
+        add_peaks(result["rows"])
         result["summary"] = summary(result["rows"])
         args.summarize.write_text(json.dumps(result, indent=1) + "\n")
         print(json.dumps(result["summary"], indent=1))
@@ -193,6 +220,7 @@ def main() -> None:
         }
         rows.append(row)
         print(json.dumps(row))
+    add_peaks(rows)
     result = {
         "machine": "this project's 2-core x86-64 VM, CPU, fp32, " + f"{THREADS} thread",
         "what": "one training step (fwd + CE loss + bwd + SGD with momentum), the project's harness; peak RSS rise "
