@@ -4,7 +4,8 @@
 torch's memory profiler (``profile_memory=True``, ``export_memory_timeline``) follows every tensor of one SGD step
 (momentum 0.9, fp32, the harness's settings, after a first step that creates the momentum) and labels it parameter,
 optimizer state, input, temporary, activation, gradient or autograd detail; at the moment the live tensors add up
-to the most, their MB by label, beside :func:`gnnperf.graph.memory.training_memory`'s terms.
+to the most, their MB by label, beside :func:`gnnperf.graph.memory.training_memory`'s terms and its peak (less the
+GPU workspace) over theirs.
 
     .venv/bin/python experiments/memory/profile_peaks.py --out experiments/memory/results_profile.json
 """
@@ -23,13 +24,17 @@ from gnnperf.graph.memory import training_memory
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
-# update.py's models whose SGD step the estimate is furthest from (reference, per-sample input shape, batch)
+GPT2 = "hf:gpt2?class=GPT2LMHeadModel&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0"
+BERT = "hf:bert?class=BertForMaskedLM&hidden_dropout_prob=0&attention_probs_dropout_prob=0"
+# update.py's models whose SGD step the estimate is furthest from, and transformers at batches where activations and
+# gradients are alike (reference, per-sample input shape, batch)
 MODELS = [
-    ("hf:gpt2?class=GPT2LMHeadModel&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0", (128,), 1),
-    ("hf:bert?class=BertForMaskedLM&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (128,), 1),
+    (GPT2, (128,), 1), (GPT2, (128,), 4), (GPT2, (128,), 16),
+    (BERT, (128,), 1), (BERT, (128,), 8),
     ("zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=layer&num_classes=100&width=4096", (256,), 8),
     ("timm:vgg16", (3, 224, 224), 1),
-    ("timm:vit_base_patch16_224", (3, 224, 224), 1),
+    ("timm:vit_base_patch16_224", (3, 224, 224), 1), ("timm:vit_base_patch16_224", (3, 224, 224), 4),
+    ("timm:resnet50", (3, 224, 224), 4),
 ]  # fmt: skip
 # export_memory_timeline's columns after the time: torch.profiler._memory_profiler's categories in its plot order
 LABELS = [
@@ -83,8 +88,14 @@ def main() -> None:
         est = training_memory(ref, Workload(input_shape=shape, batch_size=batch, optimizer="sgd"))
         row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "peak_live_mb": live}
         row["estimate"] = {k: v for k, v in est.as_dict().items() if k.endswith("_mb") or k == "peak_at"}
+        # the live tensors at the peak against the estimate's (its peak less the GPU workspace)
+        row["estimate_over_live"] = (est.total_mb - est.workspace_mb) / sum(live.values())
         rows.append(row)
-        print(ref[:40], {k: round(v, 1) for k, v in live.items() if v >= 0.5}, flush=True)
+        print(
+            f"{ref[:40]} b{batch}: estimate / live {row['estimate_over_live']:.3f} ({est.peak_at});",
+            {k: round(v, 1) for k, v in live.items() if v >= 0.5},
+            flush=True,
+        )
     args.out.write_text(json.dumps({"what": __doc__.splitlines()[0], "rows": rows}, indent=1) + "\n")
 
 
