@@ -2,7 +2,7 @@
 
 ``update.py`` measures the resident size, which counts more than tensors (the math library's own buffers). Here
 torch's memory profiler (``profile_memory=True``, ``export_memory_timeline``) follows every tensor of one SGD step
-(momentum 0.9, fp32, the harness's settings, after a first step that creates the momentum) and labels it parameter,
+(momentum 0.9, fp32, the harness's settings and loss, after a first step that creates the momentum) and labels it parameter,
 optimizer state, input, temporary, activation, gradient or autograd detail; at the moment the live tensors add up
 to the most, their MB by label, beside :func:`gnnperf.graph.memory.training_memory`'s terms and its peak (less the
 GPU workspace) over theirs.
@@ -21,6 +21,7 @@ import numpy as np
 import torch
 
 from gnnperf.graph.memory import training_memory
+from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
@@ -56,11 +57,11 @@ def peak_by_label(ref: str, shape: tuple[int, ...], batch: int) -> dict[str, flo
     model, inputs = spec.build(), spec.make_inputs(batch, shape)
     model.train()
     opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    loss = TrainingLoss(upcast=False)  # the harness's: cross-entropy on logits
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        out = model(*inputs)
-        (out if torch.is_tensor(out) else out[0]).float().mean().backward()
+        loss(model(*inputs)).backward()
         opt.step()
 
     step()

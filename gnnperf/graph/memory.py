@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any
@@ -53,6 +54,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.checkpointing import BlockTrace
+from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.workload import Workload
 
 # cuBLAS/cuDNN workspaces and small buffers: what the rest of the estimate leaves unexplained in the H200 peaks
@@ -246,11 +248,14 @@ def trace_saved(
     inputs: tuple[torch.Tensor, ...],
     autocast: torch.dtype | None = None,
     by_block: bool = False,
+    loss: Callable[[Any], torch.Tensor] | None = None,
 ) -> BlockTrace:
     """What autograd saves for the backward pass in one training-mode forward of ``model`` on ``inputs``.
 
     Parameters and buffers are not counted (they are the weights); a tensor saved by several ops, or through
     several views, is counted once. ``autocast``: the half-precision type of CUDA autocast, traced on any device.
+    ``loss``: applied to the output in the same trace (the harness's cross-entropy keeps its log-softmax, the size
+    of the logits, in fp32).
     ``by_block``: split the saved tensors and the forward FLOPs by the blocks activation checkpointing would
     recompute (:mod:`gnnperf.graph.checkpointing`); without it no hook or FLOP counter joins the trace.
     """
@@ -267,7 +272,9 @@ def trace_saved(
             flops = stack.enter_context(FlopCounterMode(display=False))
             stack.enter_context(trace.hooks(model, flops))
         with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _as_on_gpu(), amp:
-            model(*inputs)
+            out = model(*inputs)
+            if loss is not None:
+                loss(out)
     return trace
 
 
@@ -401,7 +408,8 @@ def _trace(
         torch.empty((workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype)
         for t in one
     )
-    trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision), by_block=checkpointing)
+    loss = TrainingLoss(upcast=workload.precision in ("fp16", "bf16"))  # as the harness computes it
+    trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision), checkpointing, loss)
     lazy = torch.nn.parameter.UninitializedTensorMixin
     weights = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]
     trainable = [p for p in model.parameters() if p.requires_grad and not isinstance(p, lazy)]

@@ -224,7 +224,7 @@ def _measure(
     with ExitStack() as stack:
         if train:
             step = _train_step(
-                model, get_inputs, workload, amp, _Loss(dtype is not None and dtype != torch.float64)
+                model, get_inputs, workload, amp, TrainingLoss(dtype is not None and dtype != torch.float64)
             )
         else:
             stack.enter_context(torch.inference_mode())
@@ -305,7 +305,7 @@ def _train_step(model: nn.Module, get_inputs, workload: Workload, amp, loss_fn) 
     return step
 
 
-class _Loss:
+class TrainingLoss:
     """Cross-entropy for (B, C) and (B, L, V) logits, else mean of squares; set up on the first call.
 
     HF ``ModelOutput`` and other dicts give ``logits`` (else their first tensor), tuples their first tensor.

@@ -20,8 +20,10 @@ from gnnperf.graph.memory import (
     WORKSPACE_MB,
     largest_batch,
     saved_activation_bytes,
+    trace_saved,
     training_memory,
 )
+from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
@@ -266,3 +268,14 @@ def test_a_tied_weight_holds_two_more_gradients_at_the_end_of_the_backward_pass(
     assert beyond_mb == pytest.approx(estimate.tied_gradients_mb, rel=0.1)
     untied = training_memory(TIED + "&tie_word_embeddings=false", Workload(batch_size=1, input_shape=(8,)))
     assert untied.tied_gradients_mb == 0
+
+
+def test_the_trace_counts_what_the_harness_loss_saves():
+    """Cross-entropy keeps its log-softmax, the logits' size in fp32, also when autocast makes the logits half."""
+    model, x = nn.Linear(8, 1000), torch.randn(16, 8)
+    alone = saved_activation_bytes(model, (x,))
+    for autocast in (None, torch.float16):
+        with_loss = trace_saved(model, (x,), autocast, loss=TrainingLoss(upcast=False)).plain_bytes()
+        without = trace_saved(model, (x,), autocast).plain_bytes()
+        assert with_loss - without == pytest.approx(16 * 1000 * 4, abs=256)  # and the 16 int64 targets
+    assert without != alone  # autocast's half copies of the input and weight
