@@ -13,8 +13,8 @@ they raised its peak resident memory (``ru_maxrss``) above what it held once the
 gradients, optimizer state, activations and temporaries. ``adamw_foreach`` runs AdamW with ``foreach=True`` (the
 GPU's default implementation, on the CPU), ``adamw`` and ``sgd`` the harness's own settings (the CPU's loop).
 Beside each: the estimate of that rise (:func:`gnnperf.graph.memory.training_memory` minus the weights and the
-GPU workspace, which are not part of it here), with every moment (``estimate``, the largest) and with the backward
-pass's alone (``backward_only``, the estimate before the other two were counted).
+GPU workspace, which are not part of it here), and as it was before 2026-12-05 (``backward_only``: optimizer state,
+activations and gradients, summed).
 
     .venv/bin/python experiments/memory/update.py --out experiments/memory/results_update.json
 """
@@ -94,7 +94,8 @@ def estimate(ref: str, shape: tuple[int, ...], batch: int, optimizer: str) -> di
         "update_mb": m.update_mb,
         "tied_gradients_mb": m.tied_gradients_mb,
         "estimate_mb": m.total_mb - resident,
-        "backward_only_mb": m.held_mb + m.activations_mb - resident,
+        # as the estimate was before 2026-12-05: the backward pass's activations and gradients summed, nothing else
+        "backward_only_mb": m.optimizer_mb + m.activations_mb + m.gradients_mb,
         "peak_at": m.peak_at,
     }
 

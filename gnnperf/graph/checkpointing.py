@@ -21,7 +21,7 @@ the shape-only trace of :mod:`gnnperf.graph.memory`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -85,6 +85,16 @@ class BlockTrace:
     per_block: list[dict[int, torch.Tensor]] = field(default_factory=list)
     block_flops: int = 0
     total_flops: int = 0
+    # the order of the saves, which the backward pass runs back through: per saved storage (and block input) the
+    # index of its first save (autograd frees it when the backward pass is back there), per weight the index of its
+    # last save (its gradient is made there), per block the indices it ran from and to; copies: a weight's autocast
+    # copies, by id, with the weight's id
+    first_saved: dict[int, int] = field(default_factory=dict)
+    last_saved: dict[int, int] = field(default_factory=dict)
+    spans: list[tuple[int, int]] = field(default_factory=list)
+    copies: dict[int, tuple[torch.Tensor, int]] = field(default_factory=dict)
+    saves: int = 0
+    start_bytes: int = 0  # what the backward pass makes first, beside everything saved: the loss's gradients
     _current: int | None = None
 
     def _add(self, to: dict[int, torch.Tensor], t: torch.Tensor) -> None:
@@ -94,8 +104,20 @@ class BlockTrace:
             to[id(base)] = base
 
     def save(self, t: torch.Tensor) -> None:
-        """Record one tensor autograd saved, where it was saved."""
+        """Record one tensor autograd saved, where and when it was saved."""
+        base = t if t._base is None else t._base
+        weight = self.copies[id(base)][1] if id(base) in self.copies else id(base)
+        if weight in self.weights:
+            self.last_saved[weight] = self.saves
+        if id(base) not in self.weights:
+            self.first_saved.setdefault(id(base), self.saves)
+        self.saves += 1
         self._add(self.outside if self._current is None else self.per_block[self._current], t)
+
+    def copied(self, original: torch.Tensor, copy: torch.Tensor) -> None:
+        """Record an autocast copy of ``original``: saved, it stands for the weight it copies."""
+        if id(original) in self.weights:
+            self.copies[id(copy)] = (copy, id(original))
 
     @property
     def blocks(self) -> int:
@@ -103,10 +125,41 @@ class BlockTrace:
 
     def plain_bytes(self) -> int:
         """Bytes saved with no checkpointing: every saved tensor once."""
+        return _storage_bytes(self._every())
+
+    def backward_peak_bytes(self, gradient_bytes: Mapping[int, int], checkpointed: bool = False) -> int:
+        """The most saved tensors and gradients (``gradient_bytes``, by weight id) held at once in the backward pass.
+
+        Going back through the saves, at index k it still holds the tensors first saved before k and has made the
+        gradients of the weights last saved at k or after; a weight no op saved (a bias added by the matrix
+        product) has its gradient from the start, as a bound. At the start it also holds :attr:`start_bytes`.
+        ``checkpointed``: it keeps what is saved outside the blocks and the blocks' inputs, and within a block's
+        indices that block's own saved tensors, recomputed.
+        """
+        kept = {**self.outside, **self.inputs} if checkpointed else self._every()
+        freed = [0] * (self.saves + 1)  # by index, bytes freed when the backward pass is back there
+        for key, t in kept.items():
+            freed[self.first_saved[key]] += t.untyped_storage().nbytes()
+        made = [0] * (self.saves + 1)
+        for weight, nbytes in gradient_bytes.items():
+            made[self.last_saved.get(weight, self.saves)] += nbytes
+        # what a moment adds: the loss's gradients at the start, a block's recomputed tensors within its indices
+        transient = [0] * (self.saves + 1)
+        transient[self.saves] = self.start_bytes
+        for (start, end), saved in zip(self.spans, self.per_block, strict=True) if checkpointed else ():
+            own = _storage_bytes({k: t for k, t in saved.items() if k not in kept})
+            transient[start:end] = [max(own, r) for r in transient[start:end]]
+        held, peak = sum(made), 0  # at index 0: every gradient, no saved tensor
+        for k in range(self.saves + 1):
+            peak = max(peak, held + transient[k])
+            held += freed[k] - made[k]
+        return max(peak, held)
+
+    def _every(self) -> dict[int, torch.Tensor]:
         every = dict(self.outside)
         for saved in self.per_block:
             every.update(saved)
-        return _storage_bytes(every)
+        return every
 
     def checkpointed_bytes(self) -> int:
         """Peak saved bytes with every block checkpointed: outside + block inputs + the largest block's own."""
@@ -132,18 +185,22 @@ class BlockTrace:
             def pre(module, args, kwargs):
                 self._current = index
                 start.append(flops.get_total_flops())
+                self.spans[index] = (self.saves, self.saves)
                 for t in (*args, *kwargs.values()):
                     if isinstance(t, torch.Tensor) and t.is_floating_point():
                         self._add(self.inputs, t)
+                        self.first_saved.setdefault(id(t if t._base is None else t._base), self.saves)
 
             return pre
 
         def leave(module, args, kwargs, output):
+            self.spans[self._current] = (self.spans[self._current][0], self.saves)
             self._current = None
             self.block_flops += flops.get_total_flops() - start.pop()
 
         for i, (_, block) in enumerate(checkpoint_blocks(model)):
             self.per_block.append({})
+            self.spans.append((0, 0))
             handles.append(block.register_forward_pre_hook(enter(i), with_kwargs=True))
             handles.append(block.register_forward_hook(leave, with_kwargs=True))
         try:

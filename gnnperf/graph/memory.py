@@ -26,14 +26,26 @@ The rest (weights and buffers in the model's dtype, one gradient per trainable w
 two states, a fixed workspace for cuBLAS and cuDNN) is checked against 53 peaks measured on an H200 by this
 project's harness (``torch.cuda.max_memory_allocated``; ``experiments/memory``).
 
-Beyond what the whole step holds, three moments can set its peak (:attr:`MemoryEstimate.phases_mb`): the backward
-pass, with the saved activations; its end, after the activations are freed, where a weight registered twice (an
-embedding tied to the output layer: GPT-2, BERT) has its two gradients summed, three gradient-sized tensors for a
-moment where the step keeps one (autograd's buffer of the two inputs and their sum, in torch's memory profiler);
-and the optimizer update, where Adam and AdamW as a GPU runs them (torch's default ``foreach`` implementation) hold
-the square roots of all second moments at once, a copy of the weights' size (:data:`_UPDATE_TEMPORARIES`). The
-estimate is the largest; the latter two win for a model with more weights than activations (an LLM at a small
-batch). ``experiments/memory/update.py`` measures them on a CPU.
+The trace runs the harness's loss too (:class:`~gnnperf.measure.harness.TrainingLoss`: cross-entropy keeps its
+log-softmax, the logits' size in fp32). Beyond what the whole step holds (weights, optimizer state, DDP buckets,
+workspace), three moments can set its peak (:attr:`MemoryEstimate.phases_mb`):
+
+- the backward pass, which runs back through the forward's saves, freeing each saved tensor when it is back at its
+  first save and making each weight's gradient when it is back at the weight's last save: the most saved tensors
+  and gradients held at once (:meth:`~gnnperf.graph.checkpointing.BlockTrace.backward_peak_bytes`), with the
+  gradients of the loss's input and of its first op (twice the logits, fp32) at its start. A transformer's peak is
+  near its start (all activations, few gradients), a small-batch ViT's near its end; summing all activations and all
+  gradients, as the estimate did before, was up to 30% high;
+- its end, where a weight registered twice (an embedding tied to the output layer: GPT-2, BERT) has its two
+  gradients summed: three gradient-sized tensors for a moment where the step keeps one (autograd's buffer of the
+  two inputs and their sum);
+- the optimizer update, after the activations are freed, where Adam and AdamW as a GPU runs them (torch's default
+  ``foreach`` implementation) hold the square roots of all second moments at once, a copy of the weights' size
+  (:data:`_UPDATE_TEMPORARIES`).
+
+The estimate is the largest; the latter two win for a model with more weights than activations (an LLM at a small
+batch). Against torch's memory profiler on a CPU (the live tensors at their most, one SGD step) the estimate is
+within 2.5% for GPT-2, BERT, ViT-B, ResNet-50 and an MLP at several batches (``experiments/memory``).
 """
 
 from __future__ import annotations
@@ -62,8 +74,8 @@ from gnnperf.measure.workload import Workload
 WORKSPACE_MB = 80.0
 # The share of a GPU's data-sheet memory a training step can count on: the CUDA context and the caching
 # allocator's fragmentation take the rest. Fitted on timm's RTX 3090 training table, where the benchmark stepped
-# down from batch 512 (384, 256, 192, ...) after out-of-memory errors: at 0.88, 95% of the batches that ran are
-# estimated below it and 96% of the batches that ran out above it (experiments/memory).
+# down from batch 512 (384, 256, 192, ...) after out-of-memory errors: at 0.88, 97% of the batches that ran are
+# estimated below it and 94% of the batches that ran out above it (experiments/memory).
 USABLE_SHARE = 0.88
 # The model's dtype (weights, gradients, optimizer state, activations) per precision; autocast keeps fp32 weights.
 _MODEL_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
@@ -94,6 +106,8 @@ class MemoryEstimate:
     optimizer_mb: float
     activations_mb: float
     workspace_mb: float
+    # the most activations and gradients the backward pass holds at once (BlockTrace.backward_peak_bytes)
+    backward_mb: float
     # DistributedDataParallel's gradient buckets: a second copy of the gradients (torch's default
     # gradient_as_bucket_view=False), on each of more than one device
     ddp_buckets_mb: float = 0.0
@@ -106,19 +120,17 @@ class MemoryEstimate:
 
     @property
     def held_mb(self) -> float:
-        """What the whole step holds: weights, gradients, optimizer state, DDP buckets, the workspace."""
-        return (
-            self.weights_mb + self.gradients_mb + self.optimizer_mb + self.ddp_buckets_mb + self.workspace_mb
-        )
+        """What the whole step holds: weights, optimizer state, DDP buckets, the workspace."""
+        return self.weights_mb + self.optimizer_mb + self.ddp_buckets_mb + self.workspace_mb
 
     @property
     def phases_mb(self) -> dict[str, float]:
-        """What each moment of the step holds beyond :attr:`held_mb` (see the module docstring): ``backward`` the
-        saved activations (linear in the batch), ``tied_gradients`` and ``update`` (fixed)."""
+        """What each moment of the step holds beyond :attr:`held_mb` (see the module docstring): ``backward``
+        activations and gradients, ``tied_gradients`` and ``update`` the gradients and the moment's temporaries."""
         return {
-            "backward": self.activations_mb,
-            "tied_gradients": self.tied_gradients_mb,
-            "update": self.update_mb,
+            "backward": self.backward_mb,
+            "tied_gradients": self.gradients_mb + self.tied_gradients_mb,
+            "update": self.gradients_mb + self.update_mb,
         }
 
     @property
@@ -226,21 +238,26 @@ _TO_FP32 = {
 
 
 class _CudaAutocast(TorchFunctionMode):
-    """CUDA autocast's casts for tensors of any device (see the module docstring)."""
+    """CUDA autocast's casts for tensors of any device (see the module docstring); ``copied(original, copy)`` is
+    told of every cast."""
 
-    def __init__(self, half: torch.dtype) -> None:
+    def __init__(self, half: torch.dtype, copied: Callable[[torch.Tensor, torch.Tensor], None]) -> None:
         super().__init__()
         self.half = half
+        self.copied = copied
+
+    def _cast(self, t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        if not t.is_floating_point():
+            return t
+        copy = t.to(dtype)
+        self.copied(t, copy)
+        return copy
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         dtype = self.half if func in _TO_HALF else torch.float32 if func in _TO_FP32 else None
         if dtype is not None:
-            args, kwargs = tree_map_only(torch.Tensor, lambda t: _cast(t, dtype), (args, kwargs or {}))
+            args, kwargs = tree_map_only(torch.Tensor, lambda t: self._cast(t, dtype), (args, kwargs or {}))
         return func(*args, **(kwargs or {}))
-
-
-def _cast(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return t.to(dtype) if t.is_floating_point() else t
 
 
 def trace_saved(
@@ -266,7 +283,7 @@ def trace_saved(
         return t
 
     model.train()
-    amp = _CudaAutocast(autocast) if autocast is not None else nullcontext()
+    amp = _CudaAutocast(autocast, trace.copied) if autocast is not None else nullcontext()
     with ExitStack() as stack:
         if by_block:
             flops = stack.enter_context(FlopCounterMode(display=False))
@@ -275,6 +292,10 @@ def trace_saved(
             out = model(*inputs)
             if loss is not None:
                 loss(out)
+                # the backward pass starts with the gradients of the loss's input and of its first op's output, in
+                # fp32 or wider (cross-entropy computes in fp32 under autocast and when upcast)
+                logits = loss.differentiated(out)
+                trace.start_bytes = 2 * logits.numel() * max(4, logits.element_size())
     return trace
 
 
@@ -309,7 +330,7 @@ def training_memory(
     for name, context in (("meta", lambda: torch.device("meta")), ("fake", FakeTensorMode)):
         try:
             with context():
-                trace, weight_mb, grad_mb, tied_mb = _trace(spec, workload, one, checkpointing)
+                trace, weight_mb, gradient_bytes, tied_mb = _trace(spec, workload, one, checkpointing)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
             first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]  # torch's meta errors run long
@@ -318,11 +339,14 @@ def training_memory(
         raise GnnperfError(
             f"{spec.ref}: memory not estimated, the shape-only traces failed ({'; '.join(failures)})"
         )
-    gradients_mb = grad_mb if workload.timed != "fwd" else 0.0
+    grad_mb = sum(gradient_bytes.values()) / _MB
+    backward = workload.timed != "fwd"
+    gradients_mb = grad_mb if backward else 0.0
     plain = trace.plain_bytes()
     activations = trace.checkpointed_bytes() if checkpointing else plain
     checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
     updates = "opt" in workload.timed
+    at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing) if backward else activations
     return MemoryEstimate(
         weights_mb=weight_mb,
         gradients_mb=gradients_mb,
@@ -332,7 +356,8 @@ def training_memory(
         ddp_buckets_mb=gradients_mb if ddp and workload.num_devices > 1 else 0.0,
         checkpointing=checkpointed,
         update_mb=grad_mb * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
-        tied_gradients_mb=2 * tied_mb if workload.timed != "fwd" else 0.0,
+        tied_gradients_mb=2 * tied_mb if backward else 0.0,
+        backward_mb=at_once / _MB,
     )
 
 
@@ -346,29 +371,46 @@ def largest_batch(
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
-    The backward pass's peak is linear in the batch (a fixed part: weights, gradients, optimizer state, autocast's
-    weight copies, the workspace), so two traces give it for every batch: ``workload``'s batch (``traced``, its
-    :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1). The other
-    moments of :attr:`MemoryEstimate.phases_mb` do not depend on the batch: where one does not fit, no batch does.
+    The saved activations are linear in the batch, so two traces give them for every batch: ``workload``'s batch
+    (``traced``, its :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1).
+    The backward pass holds at least all the activations and at most all of them beside all the gradients, so the
+    largest batch lies between the batch at which the second fills the memory and that at which the first does;
+    traces of the batches between find it, halving the range each time. The other moments of
+    :attr:`MemoryEstimate.phases_mb` do not depend on the batch: where one does not fit, no batch does.
     """
-
-    def backward_mb(estimate: MemoryEstimate) -> float:
-        return estimate.held_mb + estimate.activations_mb
-
     usable_mb = USABLE_SHARE * memory_gb * 1024
     batch = workload.batch_size
     at_batch = traced or training_memory(model_ref, workload, ddp, checkpointing)
-    if at_batch.held_mb + max(at_batch.update_mb, at_batch.tied_gradients_mb) > usable_mb:
+    phases = at_batch.phases_mb
+    if at_batch.held_mb + max(phases["tied_gradients"], phases["update"]) > usable_mb:
         return 0
     other = 2 if batch == 1 else 1
-    at_other = backward_mb(
-        training_memory(model_ref, replace(workload, batch_size=other), ddp, checkpointing)
-    )
-    per_sample = (backward_mb(at_batch) - at_other) / (batch - other)
+    at_other = training_memory(model_ref, replace(workload, batch_size=other), ddp, checkpointing)
+    per_sample = (at_batch.activations_mb - at_other.activations_mb) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
-    fixed = backward_mb(at_batch) - batch * per_sample
-    return max(0, int((usable_mb - fixed) // per_sample))
+    room = (
+        usable_mb - at_batch.held_mb - (at_batch.activations_mb - batch * per_sample)
+    )  # less batch 0's step
+
+    def fits(b: int) -> bool:
+        step = (
+            at_batch
+            if b == batch
+            else training_memory(model_ref, replace(workload, batch_size=b), ddp, checkpointing)
+        )
+        return step.total_mb <= usable_mb
+
+    low = max(
+        0, int((room - at_batch.gradients_mb) // per_sample)
+    )  # fits, unless the line is off by a rounding
+    high = max(0, int(room // per_sample))  # high + 1 does not fit
+    if low and not fits(low):
+        low, high = 0, low - 1
+    while low < high:
+        mid = (low + high + 1) // 2
+        low, high = (mid, high) if fits(mid) else (low, mid - 1)
+    return low
 
 
 @contextmanager
@@ -394,9 +436,9 @@ def _default_dtype(dtype: torch.dtype):
 
 def _trace(
     spec, workload: Workload, one: tuple[torch.Tensor, ...], checkpointing: bool
-) -> tuple[BlockTrace, float, float, float]:
-    """(what autograd saved, weight MB, trainable weight MB, MB of the largest trainable weight registered twice),
-    built and run in the caller's tensor context."""
+) -> tuple[BlockTrace, float, dict[int, int], float]:
+    """(what autograd saved, weight MB, bytes of each trainable weight by id, MB of the largest trainable weight
+    registered twice), built and run in the caller's tensor context."""
     from gnnperf.graph.export import _no_random_init
 
     dtype = _MODEL_DTYPE.get(workload.precision, torch.float32)
@@ -416,9 +458,5 @@ def _trace(
     weight_mb = sum(t.numel() * t.element_size() for t in weights) / _MB
     registered = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
     tied = [p.numel() * p.element_size() for p in trainable if registered[id(p)] > 1]
-    return (
-        trace,
-        weight_mb,
-        sum(p.numel() * p.element_size() for p in trainable) / _MB,
-        max(tied, default=0) / _MB,
-    )
+    gradient_bytes = {id(p): p.numel() * p.element_size() for p in trainable}
+    return trace, weight_mb, gradient_bytes, max(tied, default=0) / _MB

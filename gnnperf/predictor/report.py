@@ -59,13 +59,16 @@ def print_row(row: dict) -> None:
             )
     if row["memory"]:
         m = row["memory"]
-        held = m["weights_mb"] + m["gradients_mb"] + m["optimizer_mb"] + m["ddp_buckets_mb"]
+        held = m["weights_mb"] + m["optimizer_mb"] + m["ddp_buckets_mb"]
         buckets = " + DDP buckets" if m["ddp_buckets_mb"] else ""
-        at = {
-            "backward": " (",
-            "update": f", at the optimizer update (its temporaries {m['update_mb'] / 1024:.1f}, ",
-            "tied_gradients": f", at the end of the backward pass (a tied weight's gradients summed, "
-            f"{m['tied_gradients_mb'] / 1024:.1f} more; ",
+        gib = {k: v / 1024 for k, v in m.items() if k.endswith("_mb")}
+        moment = {
+            "backward": f"in the backward pass (activations and gradients {gib['backward_mb']:.1f} at once, of "
+            f"{gib['activations_mb']:.1f} and {gib['gradients_mb']:.1f}",
+            "tied_gradients": f"at the end of the backward pass (the gradients {gib['gradients_mb']:.1f} and a tied "
+            f"weight's two more {gib['tied_gradients_mb']:.1f}",
+            "update": f"at the optimizer update (the gradients {gib['gradients_mb']:.1f} and the update's temporaries "
+            f"{gib['update_mb']:.1f}",
         }[m["peak_at"]]
         verdict = {
             "fits": "fits",
@@ -73,8 +76,8 @@ def print_row(row: dict) -> None:
             "does not fit": "does NOT fit: expect an out-of-memory error",
         }[m["verdict"]]
         print(
-            f"  peak memory {m['total_mb'] / 1024:.1f} GiB per device{at}activations {m['activations_mb'] / 1024:.1f}, "
-            f"weights + gradients{buckets} + optimizer {held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
+            f"  peak memory {gib['total_mb']:.1f} GiB per device {moment}; weights{buckets} + optimizer "
+            f"{held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
         )
         if "largest_batch" in m:
             print(f"  largest batch whose step fits: {m['largest_batch']} per device")

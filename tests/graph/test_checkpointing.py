@@ -61,4 +61,4 @@ def test_training_memory_with_checkpointing():
     assert ck.blocks == 3 and 0.5 < ck.recompute_share < 1.0
     assert ck.activations_plain_mb == pytest.approx(plain.activations_mb)
     assert checked.activations_mb < plain.activations_mb
-    assert checked.total_mb - checked.activations_mb == pytest.approx(plain.total_mb - plain.activations_mb)
+    assert checked.backward_mb < plain.backward_mb and checked.held_mb == pytest.approx(plain.held_mb)
