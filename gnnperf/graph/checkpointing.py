@@ -16,7 +16,8 @@ Inception and MobileNetV3) checkpoints nothing here. A mixture-of-experts layer 
 ``ModuleList`` would have its experts taken for the blocks.
 
 :class:`BlockTrace` attributes what autograd saves, and the forward FLOPs, to the block running at the time, during
-the shape-only trace of :mod:`gnnperf.graph.memory`.
+the shape-only trace of :mod:`gnnperf.graph.memory`, and keeps the order of the saves, which the backward pass runs
+back through (:meth:`BlockTrace.backward_peak_bytes`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,11 @@ def checkpoint_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
     ]
 
 
+def _base(t: torch.Tensor) -> torch.Tensor:
+    """The tensor that owns ``t``'s storage (``t`` itself unless it is a view)."""
+    return t if t._base is None else t._base
+
+
 def _storage_bytes(tensors: dict[int, torch.Tensor]) -> int:
     return sum(t.untyped_storage().nbytes() for t in tensors.values())
 
@@ -99,13 +105,13 @@ class BlockTrace:
 
     def _add(self, to: dict[int, torch.Tensor], t: torch.Tensor) -> None:
         """``t``'s storage (the base of a view) into ``to``, unless it is a weight; holding it keeps its id unique."""
-        base = t if t._base is None else t._base
+        base = _base(t)
         if id(base) not in self.weights:
             to[id(base)] = base
 
     def save(self, t: torch.Tensor) -> None:
         """Record one tensor autograd saved, where and when it was saved."""
-        base = t if t._base is None else t._base
+        base = _base(t)
         weight = self.copies[id(base)][1] if id(base) in self.copies else id(base)
         if weight in self.weights:
             self.last_saved[weight] = self.saves
@@ -189,7 +195,7 @@ class BlockTrace:
                 for t in (*args, *kwargs.values()):
                     if isinstance(t, torch.Tensor) and t.is_floating_point():
                         self._add(self.inputs, t)
-                        self.first_saved.setdefault(id(t if t._base is None else t._base), self.saves)
+                        self.first_saved.setdefault(id(_base(t)), self.saves)
 
             return pre
 
