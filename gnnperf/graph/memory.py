@@ -373,9 +373,10 @@ def largest_batch(
 
     The saved activations are linear in the batch, so two traces give them for every batch: ``workload``'s batch
     (``traced``, its :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1).
-    The backward pass holds at least all the activations and at most all of them beside all the gradients, so the
-    largest batch lies between the batch at which the second fills the memory and that at which the first does;
-    traces of the batches between find it, halving the range each time. The other moments of
+    The backward pass holds at least all the activations, so no batch above the one they fill the memory at fits;
+    it mostly holds less than all of them beside all the gradients, so the batch those fill it at is a first guess
+    that fits (where it does not, the loss's gradients being larger, the search goes below it). Traces of the
+    batches between find the largest, halving the range each time. The other moments of
     :attr:`MemoryEstimate.phases_mb` do not depend on the batch: where one does not fit, no batch does.
     """
     usable_mb = USABLE_SHARE * memory_gb * 1024
@@ -389,21 +390,16 @@ def largest_batch(
     per_sample = (at_batch.activations_mb - at_other.activations_mb) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
-    room = (
-        usable_mb - at_batch.held_mb - (at_batch.activations_mb - batch * per_sample)
-    )  # less batch 0's step
+    # the memory left beside what the step holds and its activations at batch 0
+    room = usable_mb - at_batch.held_mb - (at_batch.activations_mb - batch * per_sample)
 
     def fits(b: int) -> bool:
-        step = (
-            at_batch
-            if b == batch
-            else training_memory(model_ref, replace(workload, batch_size=b), ddp, checkpointing)
-        )
-        return step.total_mb <= usable_mb
+        at = replace(workload, batch_size=b)
+        return (
+            at_batch if b == batch else training_memory(model_ref, at, ddp, checkpointing)
+        ).total_mb <= usable_mb
 
-    low = max(
-        0, int((room - at_batch.gradients_mb) // per_sample)
-    )  # fits, unless the line is off by a rounding
+    low = max(0, int((room - at_batch.gradients_mb) // per_sample))  # the first guess
     high = max(0, int(room // per_sample))  # high + 1 does not fit
     if low and not fits(low):
         low, high = 0, low - 1
