@@ -9,18 +9,8 @@ storage), so instead of a rule per op type this module asks autograd: the model 
 counted once per storage. On a real CPU forward of the same model the count is the same
 (``tests/graph/test_memory.py``).
 
-Three things differ between the meta device and a GPU, and are traced as on the GPU:
-
-- Autocast keys on the device, so meta tensors ignore it. :class:`_CudaAutocast` applies CUDA autocast's
-  documented op lists (matrix products and convolutions in half precision, norms, softmax and reductions in
-  fp32, the rest in their inputs' type) at the Python API, above autograd as autocast itself sits, so the
-  half-precision copies of inputs and weights that autocast saves are counted. On a CPU forward it saves what
-  CPU autocast saves wherever the two lists agree.
-- ``scaled_dot_product_attention`` on 4-D inputs is traced as the fused GPU kernels save it (inputs, output and a
-  log-sum-exp per row), not as the math fallback does (the attention matrix), which runs for other shapes;
-  explicit ``softmax(q @ k.T) @ v`` code, as in HF eager attention, keeps the matrix and is counted with it.
-  Dropout is traced as the fused CUDA kernel saves it (a one-byte mask per element), not as elsewhere (a noise
-  tensor of the input's type).
+Where the meta device and a GPU differ (autocast, fused attention, dropout's mask), the trace follows the GPU
+(:mod:`gnnperf.graph.as_on_gpu`).
 
 The rest (weights and buffers in the model's dtype, one gradient per trainable weight, SGD momentum or Adam's
 two states, a fixed workspace for cuBLAS and cuDNN) is checked against 53 peaks measured on an H200 by this
@@ -58,13 +48,11 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.overrides import TorchFunctionMode
-from torch.utils._pytree import tree_map_only
 from torch.utils.flop_counter import FlopCounterMode
 
 from gnnperf.errors import GnnperfError
+from gnnperf.graph.as_on_gpu import CudaAutocast, as_on_gpu
 from gnnperf.graph.checkpointing import BlockTrace
 from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.workload import Workload
@@ -168,98 +156,6 @@ class MemoryEstimate:
         }
 
 
-class _TraceOnly(torch.autograd.Function):
-    """An op that only saves what a GPU kernel saves: the trace stops before any backward pass."""
-
-    @staticmethod
-    def backward(ctx, grad):
-        raise NotImplementedError
-
-
-class _FusedAttention(_TraceOnly):
-    """``scaled_dot_product_attention`` as the GPU's fused kernels save it: q, k, v, the output, a log-sum-exp."""
-
-    @staticmethod
-    def forward(ctx, q, k, v):
-        out = q.new_empty((*q.shape[:-1], v.shape[-1]))
-        ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))
-        return out
-
-
-class _FusedDropout(_TraceOnly):
-    """Dropout as the GPU's fused kernel saves it: a one-byte mask (elsewhere a 4-byte noise tensor is kept)."""
-
-    @staticmethod
-    def forward(ctx, x):
-        ctx.save_for_backward(torch.empty_like(x, dtype=torch.bool))
-        return torch.empty_like(x)
-
-
-@contextmanager
-def _as_on_gpu():
-    """Attention and dropout traced as the fused CUDA kernels run them (see the module docstring)."""
-    sdpa, dropout = F.scaled_dot_product_attention, F.dropout
-
-    def attention(query, key, value, *args, **kwargs):  # mask, dropout, scale: no memory
-        if (
-            query.dim() != 4
-        ):  # the fused kernels take (batch, heads, tokens, dim) only; the math path keeps more
-            return sdpa(query, key, value, *args, **kwargs)
-        return _FusedAttention.apply(query, key, value)
-
-    def drop(input, p=0.5, training=True, inplace=False):  # F.dropout's signature
-        return _FusedDropout.apply(input) if training and 0 < p < 1 else dropout(input, p, training, inplace)
-
-    F.scaled_dot_product_attention, F.dropout = attention, drop
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention, F.dropout = sdpa, dropout
-
-
-# CUDA autocast's op lists (PyTorch "Automatic Mixed Precision" docs, CUDA ops that autocast to float16 / to
-# float32), as the Python functions that reach them; ops in neither list run in their inputs' type.
-_TO_HALF = {
-    F.linear, F.prelu, F.scaled_dot_product_attention, F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d,
-    torch.conv1d, torch.conv2d, torch.conv3d, torch.matmul, torch.mm, torch.bmm, torch.addmm, torch.baddbmm,
-    torch.addbmm, torch.mv, torch.einsum, torch.Tensor.__matmul__, torch.Tensor.matmul, torch.Tensor.mm,
-    torch.Tensor.bmm,
-}  # fmt: skip
-_TO_FP32 = {
-    F.layer_norm, F.group_norm, F.softmax, F.log_softmax, F.softmin, F.softplus, F.normalize, F.cross_entropy,
-    F.nll_loss, F.mse_loss, F.l1_loss, F.smooth_l1_loss, F.kl_div, F.binary_cross_entropy_with_logits,
-    F.cosine_similarity, torch.layer_norm, torch.group_norm, torch.softmax, torch.log_softmax, torch.norm,
-    torch.exp, torch.log, torch.pow, torch.rsqrt, torch.reciprocal, torch.sum, torch.prod, torch.cumsum,
-    torch.cumprod, torch.cdist, torch.Tensor.softmax, torch.Tensor.log_softmax, torch.Tensor.norm,
-    torch.Tensor.exp, torch.Tensor.log, torch.Tensor.pow, torch.Tensor.__pow__, torch.Tensor.rsqrt,
-    torch.Tensor.reciprocal, torch.Tensor.sum, torch.Tensor.prod, torch.Tensor.cumsum,
-    F.rms_norm, torch.rms_norm,  # not listed: it decomposes into pow and rsqrt, which are
-}  # fmt: skip
-
-
-class _CudaAutocast(TorchFunctionMode):
-    """CUDA autocast's casts for tensors of any device (see the module docstring); ``copied(original, copy)`` is
-    told of every cast."""
-
-    def __init__(self, half: torch.dtype, copied: Callable[[torch.Tensor, torch.Tensor], None]) -> None:
-        super().__init__()
-        self.half = half
-        self.copied = copied
-
-    def _cast(self, t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-        if not t.is_floating_point():
-            return t
-        copy = t.to(dtype)
-        self.copied(t, copy)
-        return copy
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        dtype = self.half if func in _TO_HALF else torch.float32 if func in _TO_FP32 else None
-        if dtype is not None:
-            args, kwargs = tree_map_only(torch.Tensor, lambda t: self._cast(t, dtype), (args, kwargs or {}))
-        return func(*args, **(kwargs or {}))
-
-
 def trace_saved(
     model: torch.nn.Module,
     inputs: tuple[torch.Tensor, ...],
@@ -283,12 +179,12 @@ def trace_saved(
         return t
 
     model.train()
-    amp = _CudaAutocast(autocast, trace.copied) if autocast is not None else nullcontext()
+    amp = CudaAutocast(autocast, trace.copied) if autocast is not None else nullcontext()
     with ExitStack() as stack:
         if by_block:
             flops = stack.enter_context(FlopCounterMode(display=False))
             stack.enter_context(trace.hooks(model, flops))
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), _as_on_gpu(), amp:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), as_on_gpu(), amp:
             out = model(*inputs)
             if loss is not None:
                 loss(out)
