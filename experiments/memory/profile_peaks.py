@@ -1,11 +1,10 @@
 """What the live tensors are at a CPU training step's peak, by torch's memory profiler, beside the estimate.
 
 ``update.py`` measures the resident size, which counts more than tensors (the math library's own buffers). Here
-torch's memory profiler (``profile_memory=True``, ``export_memory_timeline``) follows every tensor of one SGD step
-(momentum 0.9, fp32, the harness's settings and loss, after a first step that creates the momentum) and labels it parameter,
-optimizer state, input, temporary, activation, gradient or autograd detail; at the moment the live tensors add up
-to the most, their MB by label, beside :func:`gnnperf.graph.memory.training_memory`'s terms and its peak (less the
-GPU workspace) over theirs.
+torch's memory profiler follows every tensor of one SGD step (fp32, the harness's settings and loss;
+:func:`gnnperf.measure.live_tensors.live_peak_mb`) and labels it parameter, optimizer state, input, temporary,
+activation, gradient or autograd detail; at the moment the live tensors add up to the most, their MB by label,
+beside :func:`gnnperf.graph.memory.training_memory`'s terms and its peak (less the GPU workspace) over theirs.
 
     .venv/bin/python experiments/memory/profile_peaks.py --out experiments/memory/results_profile.json
 """
@@ -14,14 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import tempfile
 from pathlib import Path
 
-import numpy as np
 import torch
 
 from gnnperf.graph.memory import training_memory
-from gnnperf.measure.harness import TrainingLoss
+from gnnperf.measure.live_tensors import live_peak_mb
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
@@ -37,45 +34,6 @@ MODELS = [
     ("timm:vit_base_patch16_224", (3, 224, 224), 1), ("timm:vit_base_patch16_224", (3, 224, 224), 4),
     ("timm:resnet50", (3, 224, 224), 4),
 ]  # fmt: skip
-# export_memory_timeline's columns after the time: torch.profiler._memory_profiler's categories in its plot order
-LABELS = [
-    "parameter",
-    "optimizer_state",
-    "input",
-    "temporary",
-    "activation",
-    "gradient",
-    "autograd_detail",
-    "unknown",
-]
-_MB = 2**20
-
-
-def peak_by_label(ref: str, shape: tuple[int, ...], batch: int) -> dict[str, float]:
-    """MB of live tensors by label at the step's peak of live tensors."""
-    spec = resolve(ref)
-    model, inputs = spec.build(), spec.make_inputs(batch, shape)
-    model.train()
-    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
-    loss = TrainingLoss(upcast=False)  # the harness's: cross-entropy on logits
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        loss(model(*inputs)).backward()
-        opt.step()
-
-    step()
-    cpu = [torch.profiler.ProfilerActivity.CPU]
-    with torch.profiler.profile(
-        activities=cpu, profile_memory=True, record_shapes=True, with_stack=True
-    ) as prof:
-        step()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "timeline.json"
-        prof.export_memory_timeline(str(path), device="cpu")
-        sizes = np.array(json.loads(path.read_text())[1], dtype=float)[:, 1:]  # the first column is unused
-    at = sizes.sum(1).argmax()
-    return {label: float(v / _MB) for label, v in zip(LABELS, sizes[at], strict=True)}
 
 
 def main() -> None:
@@ -85,7 +43,8 @@ def main() -> None:
     torch.set_num_threads(1)
     rows = []
     for ref, shape, batch in MODELS:
-        live = peak_by_label(ref, shape, batch)
+        spec = resolve(ref)
+        live = live_peak_mb(spec.build(), spec.make_inputs(batch, shape))
         est = training_memory(ref, Workload(input_shape=shape, batch_size=batch, optimizer="sgd"))
         row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "peak_live_mb": live}
         row["estimate"] = {k: v for k, v in est.as_dict().items() if k.endswith("_mb") or k == "peak_at"}

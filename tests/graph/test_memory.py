@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import weakref
 from dataclasses import replace
 
@@ -24,6 +23,7 @@ from gnnperf.graph.memory import (
     training_memory,
 )
 from gnnperf.measure.harness import TrainingLoss
+from gnnperf.measure.live_tensors import live_peak_mb
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
@@ -249,31 +249,10 @@ TIED = (
 )
 
 
-def _live_peak_mb(model: nn.Module, inputs: tuple[torch.Tensor, ...], tmp_path) -> float:
-    """torch's memory profiler: the most live tensors at once in an SGD step with the harness's loss (after a first
-    step, which creates the momentum)."""
-    opt, loss = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9), TrainingLoss(upcast=False)
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        loss(model(*inputs)).backward()
-        opt.step()
-
-    step()
-    cpu = [torch.profiler.ProfilerActivity.CPU]
-    with torch.profiler.profile(
-        activities=cpu, profile_memory=True, record_shapes=True, with_stack=True
-    ) as prof:
-        step()
-    prof.export_memory_timeline(str(tmp_path / "timeline.json"), device="cpu")
-    _, sizes = json.loads((tmp_path / "timeline.json").read_text())  # bytes by category at each moment
-    return max(map(sum, sizes)) / 2**20
-
-
-def test_a_tied_weight_holds_two_more_gradients_at_the_end_of_the_backward_pass(tmp_path):
+def test_a_tied_weight_holds_two_more_gradients_at_the_end_of_the_backward_pass():
     spec = resolve(TIED)
     model = spec.build()
-    live_mb = _live_peak_mb(model, spec.make_inputs(1, (8,)), tmp_path)
+    live_mb = sum(live_peak_mb(model, spec.make_inputs(1, (8,))).values())
     held_mb = (
         3 * sum(p.numel() * p.element_size() for p in model.parameters()) / 2**20
     )  # weights, momentum, grads
@@ -297,10 +276,10 @@ def test_a_tied_weight_holds_two_more_gradients_at_the_end_of_the_backward_pass(
         ("timm:resnet18", 2, (3, 64, 64)),  # gradients above the activations
     ],
 )  # fmt: skip
-def test_the_estimate_is_the_most_live_tensors_at_once(ref, batch, shape, tmp_path):
+def test_the_estimate_is_the_most_live_tensors_at_once(ref, batch, shape):
     """The backward pass frees activations as it makes gradients: the estimate follows torch's memory profiler."""
     spec = resolve(ref)
-    live_mb = _live_peak_mb(spec.build(), spec.make_inputs(batch, shape), tmp_path)
+    live_mb = sum(live_peak_mb(spec.build(), spec.make_inputs(batch, shape)).values())
     estimate = training_memory(ref, Workload(batch_size=batch, input_shape=shape, optimizer="sgd"))
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.05)
 
