@@ -142,7 +142,7 @@ class BlockTrace:
         ``checkpointed``: it keeps what is saved outside the blocks and the blocks' inputs, and within a block's
         indices that block's own saved tensors, recomputed.
         """
-        kept = {**self.outside, **self.inputs} if checkpointed else self._every()
+        kept, own = self._checkpointed() if checkpointed else (self._every(), [])
         freed = [0] * (self.saves + 1)  # by index, bytes freed when the backward pass is back there
         for key, t in kept.items():
             freed[self.first_saved[key]] += t.untyped_storage().nbytes()
@@ -152,9 +152,10 @@ class BlockTrace:
         # what a moment adds: the loss's gradients at the start, a block's recomputed tensors within its indices
         transient = [0] * (self.saves + 1)
         transient[self.saves] = self.start_bytes
-        for (start, end), saved in zip(self.spans, self.per_block, strict=True) if checkpointed else ():
-            own = _storage_bytes({k: t for k, t in saved.items() if k not in kept})
-            transient[start:end] = [max(own, r) for r in transient[start:end]]
+        for (start, end), recomputed in zip(
+            self.spans, own, strict=False
+        ):  # own: empty without checkpointing
+            transient[start:end] = [max(recomputed, r) for r in transient[start:end]]
         held, peak = sum(made), 0  # at index 0: every gradient, no saved tensor
         for k in range(self.saves + 1):
             peak = max(peak, held + transient[k])
@@ -167,14 +168,17 @@ class BlockTrace:
             every.update(saved)
         return every
 
+    def _checkpointed(self) -> tuple[dict[int, torch.Tensor], list[int]]:
+        """With every block checkpointed: what is kept (saved outside the blocks, the blocks' inputs) and each
+        block's own saved bytes, which its recomputation holds again."""
+        kept = {**self.outside, **self.inputs}
+        own = [_storage_bytes({k: t for k, t in saved.items() if k not in kept}) for saved in self.per_block]
+        return kept, own
+
     def checkpointed_bytes(self) -> int:
         """Peak saved bytes with every block checkpointed: outside + block inputs + the largest block's own."""
-        kept = {**self.outside, **self.inputs}
-        largest = max(
-            (_storage_bytes({k: t for k, t in saved.items() if k not in kept}) for saved in self.per_block),
-            default=0,
-        )
-        return _storage_bytes(kept) + largest
+        kept, own = self._checkpointed()
+        return _storage_bytes(kept) + max(own, default=0)
 
     @property
     def recompute_share(self) -> float:
