@@ -55,21 +55,10 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
-def _checkpointing(model, on: bool) -> None:
-    """The library's own switch: transformers' activation checkpointing or timm's ``set_grad_checkpointing``."""
-    inner = getattr(model, "m", model)  # an hf: reference's model sits in gnnperf.zoo.hf.HFLogits
-    if hasattr(inner, "activation_checkpointing_enable"):  # transformers 5 (gradient_checkpointing_* before)
-        if on:
-            inner.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        else:
-            inner.activation_checkpointing_disable()
-    else:
-        model.set_grad_checkpointing(on)
-
-
 def child(ref: str, shape: tuple[int, ...], batch: int, mode: str) -> dict:
     """Measurements in this process. ``plain`` / ``checkpointed``: one step's peak resident memory rise (and its
     time); ``timing``: median step times, plain and checkpointed, and of the forward pass, alternated."""
+    from gnnperf.graph.checkpointing import library_checkpointing
     from gnnperf.measure.harness import build_model, measure
     from gnnperf.measure.workload import MeasureSettings, Workload
     from gnnperf.zoo.resolve import resolve
@@ -81,7 +70,7 @@ def child(ref: str, shape: tuple[int, ...], batch: int, mode: str) -> dict:
         warmup=1, min_iters=5, max_iters=20, max_time_s=6.0, target_rel_ci=0.02, threads=THREADS
     )
     if mode != "timing":
-        _checkpointing(model, mode == "checkpointed")
+        library_checkpointing(model, mode == "checkpointed")
         before = _rss_mb()
         out = measure(spec, workload, settings, model=model)
         if out["error"]:
@@ -96,7 +85,7 @@ def child(ref: str, shape: tuple[int, ...], batch: int, mode: str) -> dict:
             ("checkpointed", workload, True),
             ("forward", forward, False),
         ):
-            _checkpointing(model, on)
+            library_checkpointing(model, on)
             out = measure(spec, w, settings, model=model)
             if out["error"]:
                 raise RuntimeError(out["error"])

@@ -5,6 +5,7 @@ torch's memory profiler follows every tensor of one SGD step (fp32, the harness'
 :func:`gnnperf.measure.live_tensors.live_peak_mb`) and labels it parameter, optimizer state, input, temporary,
 activation, gradient or autograd detail; at the moment the live tensors add up to the most, their MB by label,
 beside :func:`gnnperf.graph.memory.training_memory`'s terms and its peak (less the GPU workspace) over theirs.
+Checkpointed rows switch the library's own checkpointing on (``experiments/checkpointing``'s models).
 
     .venv/bin/python experiments/memory/profile_peaks.py --out experiments/memory/results_profile.json
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from gnnperf.graph.checkpointing import library_checkpointing
 from gnnperf.graph.memory import training_memory
 from gnnperf.measure.live_tensors import live_peak_mb
 from gnnperf.measure.workload import Workload
@@ -24,15 +26,25 @@ from gnnperf.zoo.resolve import resolve
 
 GPT2 = "hf:gpt2?class=GPT2LMHeadModel&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0"
 BERT = "hf:bert?class=BertForMaskedLM&hidden_dropout_prob=0&attention_probs_dropout_prob=0"
-# update.py's models whose SGD step the estimate is furthest from, and transformers at batches where activations and
-# gradients are alike (reference, per-sample input shape, batch)
+LLAMA = (
+    "hf:llama?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&num_attention_heads=8&num_key_value_heads=8"
+    "&vocab_size=32000"
+)
+# update.py's models whose SGD step the estimate is furthest from, transformers at batches where activations and
+# gradients are alike, and experiments/checkpointing's models with and without their checkpointing (reference,
+# per-sample input shape, batch, checkpointed)
 MODELS = [
-    (GPT2, (128,), 1), (GPT2, (128,), 4), (GPT2, (128,), 16),
-    (BERT, (128,), 1), (BERT, (128,), 8),
-    ("zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=layer&num_classes=100&width=4096", (256,), 8),
-    ("timm:vgg16", (3, 224, 224), 1),
-    ("timm:vit_base_patch16_224", (3, 224, 224), 1), ("timm:vit_base_patch16_224", (3, 224, 224), 4),
-    ("timm:resnet50", (3, 224, 224), 4),
+    (GPT2, (128,), 1, False), (GPT2, (128,), 4, False), (GPT2, (128,), 16, False),
+    (BERT, (128,), 1, False), (BERT, (128,), 8, False),
+    ("zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=layer&num_classes=100&width=4096", (256,), 8,
+     False),
+    ("timm:vgg16", (3, 224, 224), 1, False),
+    ("timm:vit_base_patch16_224", (3, 224, 224), 1, False), ("timm:vit_base_patch16_224", (3, 224, 224), 4, False),
+    ("timm:resnet50", (3, 224, 224), 4, False),
+    (LLAMA, (256,), 4, False), (LLAMA, (256,), 4, True),
+    ("timm:vit_small_patch16_224", (3, 224, 224), 8, False), ("timm:vit_small_patch16_224", (3, 224, 224), 8, True),
+    ("timm:resnet50", (3, 224, 224), 8, False), ("timm:resnet50", (3, 224, 224), 8, True),
+    ("timm:convnext_tiny", (3, 224, 224), 4, False), ("timm:convnext_tiny", (3, 224, 224), 4, True),
 ]  # fmt: skip
 
 
@@ -42,17 +54,22 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = []
-    for ref, shape, batch in MODELS:
+    for ref, shape, batch, checkpointed in MODELS:
         spec = resolve(ref)
-        live = live_peak_mb(spec.build(), spec.make_inputs(batch, shape))
-        est = training_memory(ref, Workload(input_shape=shape, batch_size=batch, optimizer="sgd"))
-        row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "peak_live_mb": live}
+        model = spec.build()
+        if checkpointed:
+            library_checkpointing(model, True)
+        live = live_peak_mb(model, spec.make_inputs(batch, shape))
+        workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd")
+        est = training_memory(ref, workload, checkpointing=checkpointed)
+        row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "checkpointed": checkpointed}
+        row["peak_live_mb"] = live
         row["estimate"] = {k: v for k, v in est.as_dict().items() if k.endswith("_mb") or k == "peak_at"}
         # the live tensors at the peak against the estimate's (its peak less the GPU workspace)
         row["estimate_over_live"] = (est.total_mb - est.workspace_mb) / sum(live.values())
         rows.append(row)
         print(
-            f"{ref[:40]} b{batch}: estimate / live {row['estimate_over_live']:.3f} ({est.peak_at});",
+            f"{ref[:40]} b{batch}{' checkpointed' if checkpointed else ''}: estimate / live {row['estimate_over_live']:.3f} ({est.peak_at});",
             {k: round(v, 1) for k, v in live.items() if v >= 0.5},
             flush=True,
         )

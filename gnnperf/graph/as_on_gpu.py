@@ -36,11 +36,16 @@ class _TraceOnly(torch.autograd.Function):
 
 
 class _FusedAttention(_TraceOnly):
-    """``scaled_dot_product_attention`` as the GPU's fused kernels save it: q, k, v, the output, a log-sum-exp."""
+    """``scaled_dot_product_attention`` as the GPU's fused kernels save it: q, k, v, the output, a log-sum-exp.
+
+    The kernels lay the output out as (batch, tokens, heads, dim), so that merging the heads after it is a view,
+    not a copy.
+    """
 
     @staticmethod
     def forward(ctx, q, k, v):
-        out = q.new_empty((*q.shape[:-1], v.shape[-1]))
+        batch, heads, tokens, _ = q.shape
+        out = q.new_empty((batch, tokens, heads, v.shape[-1])).transpose(1, 2)
         ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))
         return out
 

@@ -17,7 +17,8 @@ Inception and MobileNetV3) checkpoints nothing here. A mixture-of-experts layer 
 
 :class:`BlockTrace` attributes what autograd saves, and the forward FLOPs, to the block running at the time, during
 the shape-only trace of :mod:`gnnperf.graph.memory`, and keeps the order of the saves, which the backward pass runs
-back through (:meth:`BlockTrace.backward_peak_bytes`).
+back through (:meth:`BlockTrace.backward_peak_bytes`), with the gradients it holds on the way
+(:mod:`gnnperf.graph.gradient_flow`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-__all__ = ["BlockTrace", "checkpoint_blocks"]
+from gnnperf.errors import GnnperfError
+
+__all__ = ["BlockTrace", "checkpoint_blocks", "library_checkpointing"]
 
 
 # A block holds at least this many layers with weights of their own: a transformer layer (norms, projections) or a
@@ -63,6 +66,22 @@ def checkpoint_blocks(model: nn.Module) -> list[tuple[str, nn.Module]]:
     ]
 
 
+def library_checkpointing(model: nn.Module, on: bool) -> None:
+    """Switch the model library's own checkpointing on or off, as a user would: transformers'
+    ``activation_checkpointing_enable(use_reentrant=False)`` (``gradient_checkpointing_*`` before version 5), else
+    timm's ``set_grad_checkpointing``. What the estimate is checked against (``experiments/checkpointing``)."""
+    inner = getattr(model, "m", model)  # an hf: reference's model sits in gnnperf.zoo.hf.HFLogits
+    if hasattr(inner, "activation_checkpointing_enable"):
+        if on:
+            inner.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            inner.activation_checkpointing_disable()
+    elif hasattr(model, "set_grad_checkpointing"):
+        model.set_grad_checkpointing(on)
+    else:
+        raise GnnperfError(f"{type(model).__name__} has no checkpointing switch of transformers or timm")
+
+
 def _base(t: torch.Tensor) -> torch.Tensor:
     """The tensor that owns ``t``'s storage (``t`` itself unless it is a view)."""
     return t if t._base is None else t._base
@@ -92,15 +111,16 @@ class BlockTrace:
     block_flops: int = 0
     total_flops: int = 0
     # the order of the saves, which the backward pass runs back through: per saved storage (and block input) the
-    # index of its first save (autograd frees it when the backward pass is back there), per weight the index of its
-    # last save (its gradient is made there), per block the indices it ran from and to; copies: a weight's autocast
-    # copies, by id, with the weight's id
+    # index of its first save (autograd frees it when the backward pass is back there), per block the indices it ran
+    # from and to; copies: a weight's autocast copies, with the weight's id
     first_saved: dict[int, int] = field(default_factory=dict)
-    last_saved: dict[int, int] = field(default_factory=dict)
     spans: list[tuple[int, int]] = field(default_factory=list)
-    copies: dict[int, tuple[torch.Tensor, int]] = field(default_factory=dict)
+    copies: list[tuple[torch.Tensor, int]] = field(default_factory=list)
     saves: int = 0
-    start_bytes: int = 0  # what the backward pass makes first, beside everything saved: the loss's gradients
+    # by save index, from the order of the ops (gnnperf.graph.gradient_flow): where each weight's gradient is made
+    # (by weight id), and the bytes of the gradients in flight
+    gradient_made_at: dict[int, int] = field(default_factory=dict)
+    in_flight: list[int] = field(default_factory=list)
     _current: int | None = None
 
     def _add(self, to: dict[int, torch.Tensor], t: torch.Tensor) -> None:
@@ -112,18 +132,15 @@ class BlockTrace:
     def save(self, t: torch.Tensor) -> None:
         """Record one tensor autograd saved, where and when it was saved."""
         base = _base(t)
-        weight = self.copies[id(base)][1] if id(base) in self.copies else id(base)
-        if weight in self.weights:
-            self.last_saved[weight] = self.saves
         if id(base) not in self.weights:
             self.first_saved.setdefault(id(base), self.saves)
         self.saves += 1
         self._add(self.outside if self._current is None else self.per_block[self._current], t)
 
     def copied(self, original: torch.Tensor, copy: torch.Tensor) -> None:
-        """Record an autocast copy of ``original``: saved, it stands for the weight it copies."""
+        """Record an autocast copy of ``original``: the weight's gradient is made where the copy is last read."""
         if id(original) in self.weights:
-            self.copies[id(copy)] = (copy, id(original))
+            self.copies.append((copy, id(original)))
 
     @property
     def blocks(self) -> int:
@@ -136,11 +153,11 @@ class BlockTrace:
     def backward_peak_bytes(self, gradient_bytes: Mapping[int, int], checkpointed: bool = False) -> int:
         """The most saved tensors and gradients (``gradient_bytes``, by weight id) held at once in the backward pass.
 
-        Going back through the saves, at index k it still holds the tensors first saved before k and has made the
-        gradients of the weights last saved at k or after; a weight no op saved (a bias added by the matrix
-        product) has its gradient from the start, as a bound. At the start it also holds :attr:`start_bytes`.
-        ``checkpointed``: it keeps what is saved outside the blocks and the blocks' inputs, and within a block's
-        indices that block's own saved tensors, recomputed.
+        Going back through the saves, at index k it still holds the tensors first saved before k, the weights'
+        gradients made at k or after (:attr:`gradient_made_at`; a weight no op read, from the start) and the
+        gradients in flight at k (:attr:`in_flight`). ``checkpointed``: it keeps what is saved outside the blocks
+        and the blocks' inputs; a block's own saved tensors are recomputed when the backward pass is back at the
+        block's end and freed as they are without checkpointing.
         """
         kept, own = self._checkpointed() if checkpointed else (self._every(), [])
         freed = [0] * (self.saves + 1)  # by index, bytes freed when the backward pass is back there
@@ -148,17 +165,16 @@ class BlockTrace:
             freed[self.first_saved[key]] += t.untyped_storage().nbytes()
         made = [0] * (self.saves + 1)
         for weight, nbytes in gradient_bytes.items():
-            made[self.last_saved.get(weight, self.saves)] += nbytes
-        # what a moment adds: the loss's gradients at the start, a block's recomputed tensors within its indices
-        transient = [0] * (self.saves + 1)
-        transient[self.saves] = self.start_bytes
-        for (start, end), recomputed in zip(
-            self.spans, own, strict=False
-        ):  # own: empty without checkpointing
-            transient[start:end] = [max(recomputed, r) for r in transient[start:end]]
-        held, peak = sum(made), 0  # at index 0: every gradient, no saved tensor
+            made[self.gradient_made_at.get(weight, self.saves)] += nbytes
+        recomputed = [0] * (self.saves + 2)  # changes by index, summed below
+        for (_, end), saved in zip(self.spans, own, strict=False):  # own: empty without checkpointing
+            for key, t in saved.items():
+                recomputed[self.first_saved[key] + 1] += t.untyped_storage().nbytes()
+                recomputed[end + 1] -= t.untyped_storage().nbytes()
+        held, peak, rebuilt = sum(made), 0, 0  # at index 0: every gradient, no saved tensor
         for k in range(self.saves + 1):
-            peak = max(peak, held + transient[k])
+            rebuilt += recomputed[k]
+            peak = max(peak, held + self.in_flight[k] + rebuilt)
             held += freed[k] - made[k]
         return max(peak, held)
 
@@ -168,17 +184,16 @@ class BlockTrace:
             every.update(saved)
         return every
 
-    def _checkpointed(self) -> tuple[dict[int, torch.Tensor], list[int]]:
+    def _checkpointed(self) -> tuple[dict[int, torch.Tensor], list[dict[int, torch.Tensor]]]:
         """With every block checkpointed: what is kept (saved outside the blocks, the blocks' inputs) and each
-        block's own saved bytes, which its recomputation holds again."""
+        block's own saved tensors, which its recomputation makes again."""
         kept = {**self.outside, **self.inputs}
-        own = [_storage_bytes({k: t for k, t in saved.items() if k not in kept}) for saved in self.per_block]
-        return kept, own
+        return kept, [{k: t for k, t in saved.items() if k not in kept} for saved in self.per_block]
 
     def checkpointed_bytes(self) -> int:
         """Peak saved bytes with every block checkpointed: outside + block inputs + the largest block's own."""
         kept, own = self._checkpointed()
-        return _storage_bytes(kept) + max(own, default=0)
+        return _storage_bytes(kept) + max(map(_storage_bytes, own), default=0)
 
     @property
     def recompute_share(self) -> float:

@@ -21,11 +21,12 @@ log-softmax, the logits' size in fp32). Beyond what the whole step holds (weight
 workspace), three moments can set its peak (:attr:`MemoryEstimate.phases_mb`):
 
 - the backward pass, which runs back through the forward's saves, freeing each saved tensor when it is back at its
-  first save and making each weight's gradient when it is back at the weight's last save: the most saved tensors
-  and gradients held at once (:meth:`~gnnperf.graph.checkpointing.BlockTrace.backward_peak_bytes`), with the
-  gradients of the loss's input and of its first op (twice the logits, fp32) at its start. A transformer's peak is
-  near its start (all activations, few gradients), a small-batch ViT's near its end; summing all activations and all
-  gradients, as the estimate did before, was up to 30% high;
+  first save and making each weight's gradient when it is back at the last op that read the weight: the most saved
+  tensors and gradients held at once (:meth:`~gnnperf.graph.checkpointing.BlockTrace.backward_peak_bytes`), with
+  the gradients in flight between the ops (:mod:`gnnperf.graph.gradient_flow`; at its start the loss's two, the
+  logits' size each in fp32). A transformer's peak is near its start (all activations, few gradients), a
+  small-batch ViT's near its end; summing all activations and all gradients, as the estimate did before, was up to
+  30% high;
 - its end, where a weight registered twice (an embedding tied to the output layer: GPT-2, BERT) has its two
   gradients summed: three gradient-sized tensors for a moment where the step keeps one (autograd's buffer of the
   two inputs and their sum);
@@ -35,7 +36,9 @@ workspace), three moments can set its peak (:attr:`MemoryEstimate.phases_mb`):
 
 The estimate is the largest; the latter two win for a model with more weights than activations (an LLM at a small
 batch). Against torch's memory profiler on a CPU (the live tensors at their most, one SGD step) the estimate is
-within 2.5% for GPT-2, BERT, ViT-B, ResNet-50 and an MLP at several batches (``experiments/memory``).
+within 1% for GPT-2, BERT, LLaMA, ViT-B, ViT-S and an MLP at several batches and for LLaMA, ViT-S and ConvNeXt-T
+checkpointed; ResNet-50 and ConvNeXt-T hold 1-4% more, 8% checkpointed ResNet-50, in tensors the profiler does not
+label as activations or gradients (``experiments/memory``).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.as_on_gpu import CudaAutocast, as_on_gpu
 from gnnperf.graph.checkpointing import BlockTrace
+from gnnperf.graph.gradient_flow import OpLog
 from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.workload import Workload
 
@@ -172,7 +176,8 @@ def trace_saved(
     ``by_block``: split the saved tensors and the forward FLOPs by the blocks activation checkpointing would
     recompute (:mod:`gnnperf.graph.checkpointing`); without it no hook or FLOP counter joins the trace.
     """
-    trace = BlockTrace(weights={id(t) for t in (*model.parameters(), *model.buffers())})
+    weights = [*model.parameters(), *model.buffers()]
+    trace = BlockTrace(weights={id(t) for t in weights})
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         trace.save(t)
@@ -180,18 +185,19 @@ def trace_saved(
 
     model.train()
     amp = CudaAutocast(autocast, trace.copied) if autocast is not None else nullcontext()
+    ops = OpLog(lambda: trace.saves)
     with ExitStack() as stack:
         if by_block:
             flops = stack.enter_context(FlopCounterMode(display=False))
             stack.enter_context(trace.hooks(model, flops))
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), as_on_gpu(), amp:
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), as_on_gpu(), amp, ops:
             out = model(*inputs)
             if loss is not None:
                 loss(out)
-                # the backward pass starts with the gradients of the loss's input and of its first op's output, in
-                # fp32 or wider (cross-entropy computes in fp32 under autocast and when upcast)
-                logits = loss.differentiated(out)
-                trace.start_bytes = 2 * logits.numel() * max(4, logits.element_size())
+    trainable = {id(p) for p in model.parameters() if p.requires_grad}
+    trace.gradient_made_at, trace.in_flight = ops.flow(
+        [*((t, id(t)) for t in weights), *trace.copies], trainable, trace.saves
+    )
     return trace
 
 
@@ -271,7 +277,7 @@ def largest_batch(
     (``traced``, its :func:`training_memory` when the caller has it) and batch 1 (batch 2 when ``workload``'s is 1).
     The backward pass holds at least all the activations, so no batch above the one they fill the memory at fits;
     it mostly holds less than all of them beside all the gradients, so the batch those fill it at is a first guess
-    that fits (where it does not, the loss's gradients being larger, the search goes below it). Traces of the
+    that fits (where it does not, the gradients in flight being larger, the search goes below it). Traces of the
     batches between find the largest, halving the range each time. The other moments of
     :attr:`MemoryEstimate.phases_mb` do not depend on the batch: where one does not fit, no batch does.
     """

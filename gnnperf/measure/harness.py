@@ -322,11 +322,6 @@ class TrainingLoss:
             fn = self.fn = self._setup(out)
         return fn(out)
 
-    @staticmethod
-    def differentiated(out: Any) -> torch.Tensor:
-        """The tensor of ``out`` the loss is computed from (the logits)."""
-        return _picker(out)(out)
-
     def _setup(self, out: Any) -> Callable[[Any], torch.Tensor]:
         pick = _picker(out)
         t = pick(out)

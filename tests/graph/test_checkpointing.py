@@ -6,7 +6,8 @@ import pytest
 import torch
 from torch import nn
 
-from gnnperf.graph.checkpointing import checkpoint_blocks
+from gnnperf.errors import GnnperfError
+from gnnperf.graph.checkpointing import checkpoint_blocks, library_checkpointing
 from gnnperf.graph.memory import trace_saved, training_memory
 from gnnperf.measure.workload import Workload
 
@@ -62,3 +63,8 @@ def test_training_memory_with_checkpointing():
     assert ck.activations_plain_mb == pytest.approx(plain.activations_mb)
     assert checked.activations_mb < plain.activations_mb
     assert checked.backward_mb < plain.backward_mb and checked.held_mb == pytest.approx(plain.held_mb)
+
+
+def test_the_library_switch_needs_a_transformers_or_timm_model():
+    with pytest.raises(GnnperfError, match="no checkpointing switch"):
+        library_checkpointing(nn.Linear(2, 2), True)

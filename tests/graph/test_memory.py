@@ -14,6 +14,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
 from gnnperf.errors import GnnperfError
+from gnnperf.graph.checkpointing import library_checkpointing
 from gnnperf.graph.memory import (
     USABLE_SHARE,
     WORKSPACE_MB,
@@ -266,22 +267,55 @@ def test_a_tied_weight_holds_two_more_gradients_at_the_end_of_the_backward_pass(
     assert untied.tied_gradients_mb == 0
 
 
+# a LLaMA whose token embedding (its gradient made last) outweighs its activations
+LLAMA = (
+    "hf:llama?num_hidden_layers={}&hidden_size={}&intermediate_size={}&num_attention_heads=4&num_key_value_heads=4"
+    "&vocab_size={}"
+)
+
+
 @pytest.mark.parametrize(
-    ("ref", "batch", "shape"),
+    ("ref", "batch", "shape", "checkpointed"),
     [
         # activations above the gradients; the loss's gradients (5,000 words a token) at the start
         ("hf:gpt2?class=GPT2LMHeadModel&n_layer=2&n_embd=128&n_head=2&vocab_size=5000&tie_word_embeddings=false"
-         "&resid_pdrop=0&embd_pdrop=0", 8, (64,)),
-        ("timm:vit_tiny_patch16_224", 2, (3, 224, 224)),  # activations and gradients alike
-        ("timm:resnet18", 2, (3, 64, 64)),  # gradients above the activations
+         "&resid_pdrop=0&embd_pdrop=0", 8, (64,), False),
+        ("timm:vit_tiny_patch16_224", 2, (3, 224, 224), False),  # activations and gradients alike; fused attention
+        ("timm:resnet18", 2, (3, 64, 64), False),  # gradients above the activations
+        (LLAMA.format(2, 128, 256, 20_000), 2, (64,), False),
+        # checkpointed as the libraries do it: each block's saved tensors recomputed, then freed one by one
+        (LLAMA.format(2, 128, 256, 20_000), 2, (64,), True),
+        (LLAMA.format(3, 256, 512, 8_000), 8, (128,), True),
+        ("timm:vit_tiny_patch16_224", 4, (3, 224, 224), True),
+        ("timm:convnext_atto", 4, (3, 128, 128), True),
     ],
 )  # fmt: skip
-def test_the_estimate_is_the_most_live_tensors_at_once(ref, batch, shape):
+def test_the_estimate_is_the_most_live_tensors_at_once(ref, batch, shape, checkpointed):
     """The backward pass frees activations as it makes gradients: the estimate follows torch's memory profiler."""
     spec = resolve(ref)
-    live_mb = sum(live_peak_mb(spec.build(), spec.make_inputs(batch, shape)).values())
-    estimate = training_memory(ref, Workload(batch_size=batch, input_shape=shape, optimizer="sgd"))
-    assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.05)
+    model = spec.build()
+    if checkpointed:
+        library_checkpointing(model, True)
+    live_mb = sum(live_peak_mb(model, spec.make_inputs(batch, shape)).values())
+    workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd")
+    estimate = training_memory(ref, workload, checkpointing=checkpointed)
+    assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.025)
+
+
+def test_the_gradients_in_flight_and_where_each_weight_gets_its_gradient():
+    """Two logits-sized gradients at the loss (its log-softmax's and the logits', fp32 under autocast too); the
+    embedding's gradient made at the end of the backward pass, the output layer's at its start."""
+    embedding, head = nn.Embedding(1000, 16), nn.Linear(16, 1000)
+    model, tokens = nn.Sequential(embedding, head), torch.randint(0, 1000, (4, 8))
+    logits_fp32 = 4 * 8 * 1000 * 4
+    for autocast in (None, torch.float16):
+        trace = trace_saved(model, (tokens,), autocast, loss=TrainingLoss(upcast=False))
+        assert max(trace.in_flight) == 2 * logits_fp32
+        made = trace.gradient_made_at
+        assert made[id(embedding.weight)] < made[id(head.weight)] == made[id(head.bias)] <= trace.saves
+    # at the loss: every saved tensor (but nll_loss's 4-byte weight sum) and its two gradients, no weight's yet
+    grads = {id(p): p.numel() * 4 for p in model.parameters()}
+    assert trace.backward_peak_bytes(grads) == pytest.approx(trace.plain_bytes() + 2 * logits_fp32, abs=8)
 
 
 def test_the_trace_counts_what_the_harness_loss_saves():
