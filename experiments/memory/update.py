@@ -13,7 +13,7 @@ they raised its peak resident memory (``ru_maxrss``) above what it held once the
 gradients, optimizer state, activations and temporaries. ``adamw_foreach`` runs AdamW with ``foreach=True`` (the
 GPU's default implementation, on the CPU), ``adamw`` and ``sgd`` the harness's own settings (the CPU's loop).
 Beside each: the estimate of that rise (:func:`gnnperf.graph.memory.training_memory` minus the weights and the
-GPU workspace, which are not part of it here), and as it was before 2026-12-05 (``backward_only``: optimizer state,
+GPU workspace, which are not part of it here), and as it was before 2026-12-05 (``summed``: optimizer state,
 activations and gradients, summed).
 
     .venv/bin/python experiments/memory/update.py --out experiments/memory/results_update.json
@@ -95,7 +95,7 @@ def estimate(ref: str, shape: tuple[int, ...], batch: int, optimizer: str) -> di
         "tied_gradients_mb": m.tied_gradients_mb,
         "estimate_mb": m.total_mb - resident,
         # as the estimate was before 2026-12-05: the backward pass's activations and gradients summed, nothing else
-        "backward_only_mb": m.optimizer_mb + m.activations_mb + m.gradients_mb,
+        "summed_mb": m.optimizer_mb + m.activations_mb + m.gradients_mb,
         "peak_at": m.peak_at,
     }
 
@@ -116,13 +116,13 @@ def main() -> None:
         for optimizer in OPTIMIZERS:
             row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "optimizer": optimizer}
             row |= run_child(ref, shape, batch, optimizer) | estimate(ref, shape, batch, optimizer)
-            for key in ("estimate_mb", "backward_only_mb"):
+            for key in ("estimate_mb", "summed_mb"):
                 row[key.replace("_mb", "_ratio")] = row[key] / row["peak_rise_mb"]
             rows.append(row)
             print(
                 f"{ref[:40]:40s} b{batch:<3d} {optimizer:14s} measured {row['peak_rise_mb']:7.0f} MB  "
                 f"estimate {row['estimate_mb']:7.0f} ({row['estimate_ratio']:.2f})  "
-                f"backward only {row['backward_only_mb']:7.0f} ({row['backward_only_ratio']:.2f})  "
+                f"summed {row['summed_mb']:7.0f} ({row['summed_ratio']:.2f})  "
                 f"peak at {row['peak_at']}",
                 flush=True,
             )

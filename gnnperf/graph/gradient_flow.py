@@ -11,9 +11,10 @@ A weight's gradient is made at the backward of the last op that read it, or a vi
 :class:`OpLog` records, during the shape-only trace of :mod:`gnnperf.graph.memory`, each op's inputs and outputs by
 storage (a view, and ``_unsafe_view`` which the op schemas do not mark, shares its base's storage, as its gradient
 mostly does) and how many tensors autograd had saved by then; :meth:`OpLog.flow` turns that into, per save index,
-the gradients in flight and where each weight's gradient is made. Torch's memory profiler on a CPU step agrees
-within 1.5% for transformers, ViTs, MLPs and, checkpointed, LLaMA, ViT and ConvNeXt blocks
-(``experiments/memory``, ``tests/graph/test_memory.py``); a CPU's own convolution buffers are not counted.
+the gradients in flight and where each weight's gradient is made. With them the estimate is within 1% of torch's
+memory profiler on a CPU step for transformers, ViTs, an MLP and, checkpointed, LLaMA, ViT and ConvNeXt blocks;
+CPU steps of ResNet-50, ConvNeXt and VGG hold more, in tensors the profiler labels temporary or unknown
+(``experiments/memory``, ``tests/graph/test_memory.py``).
 """
 
 from __future__ import annotations

@@ -75,7 +75,7 @@ _AUTOCAST_DTYPE = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 _OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2, "none": 0}  # the harness's SGD has momentum
 # Weight-sized temporaries the update holds at once in torch's foreach implementations (the default on a GPU;
 # a CPU loops over the weights one at a time): Adam and AdamW the list torch._foreach_sqrt returns, SGD with
-# momentum none (it updates in place). tests/graph/test_memory.py counts them in the installed torch.
+# momentum none (it updates in place). tests/graph/test_memory.py checks them against torch's memory profiler.
 _UPDATE_TEMPORARIES = {"sgd": 0, "adam": 1, "adamw": 1, "none": 0}
 _MB = 2**20
 
@@ -175,6 +175,8 @@ def trace_saved(
     of the logits, in fp32).
     ``by_block``: split the saved tensors and the forward FLOPs by the blocks activation checkpointing would
     recompute (:mod:`gnnperf.graph.checkpointing`); without it no hook or FLOP counter joins the trace.
+    The op log of the gradients in flight (:mod:`gnnperf.graph.gradient_flow`) keeps every tensor of the forward
+    until the trace returns: free on the meta device and with fake tensors, a real forward's whole memory on a CPU.
     """
     weights = [*model.parameters(), *model.buffers()]
     trace = BlockTrace(weights={id(t) for t in weights})

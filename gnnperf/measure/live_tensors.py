@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -33,11 +34,18 @@ LABELS = (
 )
 
 
-def live_peak_mb(model: nn.Module, inputs: tuple[torch.Tensor, ...]) -> dict[str, float]:
+def live_peak_mb(
+    model: nn.Module,
+    inputs: tuple[torch.Tensor, ...],
+    optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
+) -> dict[str, float]:
     """MB of live tensors by label (:data:`LABELS`) at the moment they add up to the most, in one CPU training step
-    (SGD with momentum 0.9 and the harness's loss, after a first step that creates the momentum)."""
+    with the harness's loss, after a first step that creates the optimizer's state. ``optimizer``: made from the
+    parameters; by default the harness's SGD (momentum 0.9)."""
     model.train()
-    opt, loss = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9), TrainingLoss(upcast=False)
+    params = list(model.parameters())
+    opt = optimizer(params) if optimizer else torch.optim.SGD(params, lr=1e-3, momentum=0.9)
+    loss = TrainingLoss(upcast=False)
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
