@@ -38,8 +38,10 @@ class _TraceOnly(torch.autograd.Function):
 class _FusedAttention(_TraceOnly):
     """``scaled_dot_product_attention`` as the GPU's fused kernels save it: q, k, v, the output, a log-sum-exp.
 
-    The kernels lay the output out as (batch, tokens, heads, dim), so that merging the heads after it is a view,
-    not a copy.
+    The output is laid out as (batch, tokens, heads, dim) and returned transposed: the memory-efficient kernel (and
+    CPU flash attention) always, flash and cuDNN as the query is laid out, which is so where q, k and v are split
+    from one projection (timm) or transposed from (batch, tokens, heads, dim) (transformers). Merging the heads
+    after it is then a view, not a copy.
     """
 
     @staticmethod
