@@ -32,7 +32,7 @@ LLAMA = (
 )
 # update.py's models whose SGD step the estimate is furthest from, transformers at batches where activations and
 # gradients are alike, and experiments/checkpointing's models with and without their checkpointing (reference,
-# per-sample input shape, batch, checkpointed)
+# per-sample input shape, batch, checkpointed), and ten other architectures
 MODELS = [
     (GPT2, (128,), 1, False), (GPT2, (128,), 4, False), (GPT2, (128,), 16, False),
     (BERT, (128,), 1, False), (BERT, (128,), 8, False),
@@ -45,6 +45,15 @@ MODELS = [
     ("timm:vit_small_patch16_224", (3, 224, 224), 8, False), ("timm:vit_small_patch16_224", (3, 224, 224), 8, True),
     ("timm:resnet50", (3, 224, 224), 8, False), ("timm:resnet50", (3, 224, 224), 8, True),
     ("timm:convnext_tiny", (3, 224, 224), 4, False), ("timm:convnext_tiny", (3, 224, 224), 4, True),
+    # other architectures: dense connections, depthwise convolutions, squeeze-excite, windowed attention, MLP-mixing,
+    # an encoder-decoder
+    ("timm:densenet121", (3, 224, 224), 4, False), ("timm:efficientnet_b0", (3, 224, 224), 8, False),
+    ("timm:mobilenetv3_large_100", (3, 224, 224), 8, False), ("timm:swin_tiny_patch4_window7_224", (3, 224, 224), 4, False),
+    ("timm:regnety_016", (3, 224, 224), 8, False), ("timm:inception_v3", (3, 299, 299), 4, False),
+    ("timm:mixer_b16_224", (3, 224, 224), 4, False), ("timm:convnext_tiny", (3, 224, 224), 8, False),
+    ("timm:efficientformerv2_s0", (3, 224, 224), 8, False),
+    ("hf:t5?class=T5ForConditionalGeneration&num_layers=2&d_model=256&d_ff=512&num_heads=4&vocab_size=8000"
+     "&dropout_rate=0", (64,), 4, False),
 ]  # fmt: skip
 
 

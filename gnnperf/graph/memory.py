@@ -36,9 +36,10 @@ workspace), three moments can set its peak (:attr:`MemoryEstimate.phases_mb`):
 
 The estimate is the largest; the latter two win for a model with more weights than activations (an LLM at a small
 batch). Against torch's memory profiler on a CPU (the live tensors at their most, one SGD step) the estimate is
-within 1% for GPT-2, BERT, LLaMA, ViT-B, ViT-S and an MLP at several batches and for LLaMA, ViT-S and ConvNeXt-T
-checkpointed; ResNet-50 and ConvNeXt-T hold 1-4% more, 8% checkpointed ResNet-50, in tensors the profiler does not
-label as activations or gradients (``experiments/memory``).
+within 1% for 14 architectures (GPT-2, BERT, LLaMA, T5, ViTs, Swin, Mixer, DenseNet, EfficientNet, MobileNetV3,
+Inception, an MLP, ...) and for LLaMA, ViT-S and ConvNeXt-T checkpointed; for RegNetY, ResNet-50 and ConvNeXt-T it
+is 1-4% low, 7% for checkpointed ResNet-50 and 17% for VGG16: tensors the profiler labels temporary or unknown
+(``experiments/memory``).
 """
 
 from __future__ import annotations
