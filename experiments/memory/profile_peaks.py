@@ -30,9 +30,9 @@ LLAMA = (
     "hf:llama?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&num_attention_heads=8&num_key_value_heads=8"
     "&vocab_size=32000"
 )
-# update.py's models whose SGD step the estimate is furthest from, transformers at batches where activations and
-# gradients are alike, and experiments/checkpointing's models with and without their checkpointing (reference,
-# per-sample input shape, batch, checkpointed), and ten other architectures
+# (reference, per-sample input shape, batch, checkpointed): update.py's models whose SGD step the estimate is
+# furthest from, transformers at batches where activations and gradients are alike, experiments/checkpointing's
+# models with and without their checkpointing, and ten other architectures
 MODELS = [
     (GPT2, (128,), 1, False), (GPT2, (128,), 4, False), (GPT2, (128,), 16, False),
     (BERT, (128,), 1, False), (BERT, (128,), 8, False),
@@ -77,8 +77,9 @@ def main() -> None:
         # the live tensors at the peak against the estimate's (its peak less the GPU workspace)
         row["estimate_over_live"] = (est.total_mb - est.workspace_mb) / sum(live.values())
         rows.append(row)
+        mode = " checkpointed" if checkpointed else ""
         print(
-            f"{ref[:40]} b{batch}{' checkpointed' if checkpointed else ''}: estimate / live {row['estimate_over_live']:.3f} ({est.peak_at});",
+            f"{ref[:40]} b{batch}{mode}: estimate / live {row['estimate_over_live']:.3f} ({est.peak_at});",
             {k: round(v, 1) for k, v in live.items() if v >= 0.5},
             flush=True,
         )

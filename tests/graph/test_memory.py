@@ -177,11 +177,9 @@ def test_the_largest_batch_is_the_last_that_fits():
 WIDE_MLP = "zoo:mlp?activation=relu&depth=3&dropout=0.0&in_features=1024&norm=none&num_classes=10&width=1024"
 
 
-# the GPU's default implementations (foreach), run on the CPU
+# the GPU's default implementations (foreach), run on the CPU; SGD with the harness's settings
 FOREACH = {
-    "sgd": lambda params: torch.optim.SGD(
-        params, lr=1e-3, momentum=0.9, foreach=True
-    ),  # the harness's settings
+    "sgd": lambda params: torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True),
     "adam": lambda params: torch.optim.Adam(params, lr=1e-3, foreach=True),
     "adamw": lambda params: torch.optim.AdamW(params, lr=1e-3, foreach=True),
 }
