@@ -44,9 +44,8 @@ class OpLog(TorchDispatchMode):
         super().__init__()
         self.saves = saves
         self.ops: list[tuple[int, list[int], list[tuple[int, int]]]] = []
-        self._held: list[
-            torch.Tensor
-        ] = []  # every logged tensor stays alive, so that no storage key is reused
+        # every logged tensor stays alive, so that no storage key is reused
+        self._held: list[torch.Tensor] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
