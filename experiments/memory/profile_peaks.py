@@ -1,10 +1,11 @@
 """What the live tensors are at a CPU training step's peak, by torch's memory profiler, beside the estimate.
 
 ``update.py`` measures the resident size, which counts more than tensors (the math library's own buffers). Here
-torch's memory profiler follows every tensor of one SGD step (fp32, the harness's settings and loss;
-:func:`gnnperf.measure.live_tensors.live_peak_mb`) and labels it parameter, optimizer state, input, temporary,
-activation, gradient or autograd detail; at the moment the live tensors add up to the most, their MB by label,
-beside :func:`gnnperf.graph.memory.training_memory`'s terms and its peak (less the GPU workspace) over theirs.
+torch's memory profiler follows every tensor of one SGD step (fp32, and AMP bf16 for two MLPs; the harness's
+settings and loss; :func:`gnnperf.measure.live_tensors.live_peak_mb`) and labels it parameter, optimizer state,
+input, temporary, activation, gradient or autograd detail; at the moment the live tensors add up to the most, their
+MB by label, beside :func:`gnnperf.graph.memory.training_memory`'s terms and its peak (less the GPU workspace) over
+theirs.
 Checkpointed rows switch the library's own checkpointing on (``experiments/checkpointing``'s models).
 
     .venv/bin/python experiments/memory/profile_peaks.py --out experiments/memory/results_profile.json
@@ -55,6 +56,12 @@ MODELS = [
     ("hf:t5?class=T5ForConditionalGeneration&num_layers=2&d_model=256&d_ff=512&num_heads=4&vocab_size=8000"
      "&dropout_rate=0", (64,), 4, False),
 ]  # fmt: skip
+# AMP bf16 (CPU autocast against the trace's CUDA autocast): MLPs, whose ops (matrix products, ReLU, the loss) both
+# lists treat alike (reference, per-sample input shape, batch)
+AMP_MODELS = [
+    ("zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=none&num_classes=100&width=4096", (256,), 8),
+    ("zoo:mlp?activation=relu&depth=4&dropout=0.0&in_features=1024&norm=none&num_classes=1000&width=2048", (1024,), 256),
+]  # fmt: skip
 
 
 def main() -> None:
@@ -63,21 +70,25 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
     rows = []
-    for ref, shape, batch, checkpointed in MODELS:
+    runs = [(*m, "fp32") for m in MODELS] + [
+        (ref, shape, batch, False, "amp_bf16") for ref, shape, batch in AMP_MODELS
+    ]
+    for ref, shape, batch, checkpointed, precision in runs:
         spec = resolve(ref)
         model = spec.build()
         if checkpointed:
             library_checkpointing(model, True)
-        live = live_peak_mb(model, spec.make_inputs(batch, shape))
-        workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd")
+        amp = torch.bfloat16 if precision == "amp_bf16" else None
+        live = live_peak_mb(model, spec.make_inputs(batch, shape), autocast=amp)
+        workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd", precision=precision)
         est = training_memory(ref, workload, checkpointing=checkpointed)
         row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "checkpointed": checkpointed}
-        row["peak_live_mb"] = live
+        row |= {"precision": precision, "peak_live_mb": live}
         row["estimate"] = {k: v for k, v in est.as_dict().items() if k.endswith("_mb") or k == "peak_at"}
         # the live tensors at the peak against the estimate's (its peak less the GPU workspace)
         row["estimate_over_live"] = (est.total_mb - est.workspace_mb) / sum(live.values())
         rows.append(row)
-        mode = " checkpointed" if checkpointed else ""
+        mode = (" checkpointed" if checkpointed else "") + (f" {precision}" if amp else "")
         print(
             f"{ref[:40]} b{batch}{mode}: estimate / live {row['estimate_over_live']:.3f} ({est.peak_at});",
             {k: round(v, 1) for k, v in live.items() if v >= 0.5},

@@ -6,15 +6,17 @@ read the tensor (it starts there, and later readers' parts are added to it) to t
 of the differentiable tensors made at or before op j and read at or after it: the op's own output and inputs, and
 any tensor that skips past it (a residual branch). The loss's first gradients are two of these (cross-entropy's
 log-softmax and the logits, the logits' size each, in fp32 under autocast as the trace casts them).
-A weight's gradient is made at the backward of the last op that read it, or a view or an autocast copy of it.
+A weight's gradient is made at the backward of the last op that read it or a view of it; under autocast, where
+the weight was cast: the half copy's gradient is in flight from its readers' backward to the cast's, which makes the
+weight's gradient from it once the readers have released what they saved (the copy among it).
 
 :class:`OpLog` records, during the shape-only trace of :mod:`gnnperf.graph.memory`, each op's inputs and outputs by
 storage (a view, and ``_unsafe_view`` which the op schemas do not mark, shares its base's storage, as its gradient
 mostly does) and how many tensors autograd had saved by then; :meth:`OpLog.flow` turns that into, per save index,
 the gradients in flight and where each weight's gradient is made. With them the estimate is within 1% of torch's
-memory profiler on a CPU step for transformers, ViTs, an MLP and, checkpointed, LLaMA, ViT and ConvNeXt blocks;
-CPU steps of ResNet-50, ConvNeXt and VGG hold more, in tensors the profiler labels temporary or unknown
-(``experiments/memory``, ``tests/graph/test_memory.py``).
+memory profiler on a CPU step for transformers, ViTs, MLPs (fp32 and CPU autocast) and, checkpointed, LLaMA, ViT
+and ConvNeXt blocks; CPU steps of ResNet-50, ConvNeXt and VGG hold more, in tensors the profiler labels temporary
+or unknown (``experiments/memory``, ``tests/graph/test_memory.py``).
 """
 
 from __future__ import annotations
@@ -59,35 +61,46 @@ class OpLog(TorchDispatchMode):
         return out
 
     def flow(
-        self, weights: Iterable[tuple[torch.Tensor, int]], trainable: set[int], saves: int
+        self,
+        weights: Iterable[torch.Tensor],
+        copies: Iterable[tuple[torch.Tensor, int]],
+        trainable: set[int],
+        saves: int,
     ) -> tuple[dict[int, int], list[int]]:
         """``(where each weight's gradient is made, the gradients' bytes in flight)``, both by save index.
 
         Args:
-            weights: the weights and buffers, and each autocast copy of one, with the id of the weight.
+            weights: the weights and buffers.
+            copies: each autocast copy of a weight, with the id of the weight. A copy's gradient (in the half
+                type) is in flight from the backward of its last reader to that of the cast, which makes the
+                weight's gradient from it once the readers have released what they saved (the copy among it): at
+                the moment before the cast.
             trainable: ids of the weights that get a gradient.
             saves: the trace's saves in all.
         """
-        weight_of = {_key(t): w for t, w in weights}
+        weight_of = {_key(t): id(t) for t in weights}
+        copy_of = {_key(t): w for t, w in copies if w in trainable}
+        weight_of |= copy_of
         ends = [s for s, _, _ in self.ops[1:]] + [saves]
         made_at: dict[int, int] = {}
-        made_by, read_by, nbytes = {}, {}, {}  # per differentiable tensor (not a weight)
-        for j, (_, ins, outs) in enumerate(self.ops):
+        made_by, read_by, nbytes = {}, {}, {}  # per differentiable tensor (not a weight; a weight's copy too)
+        for j, (start, ins, outs) in enumerate(self.ops):
             differentiable = False
+            cast = any(k in copy_of for k, _ in outs)
             for k in ins:
-                if k in weight_of:
-                    made_at[weight_of[k]] = ends[j]
+                if k in weight_of and k not in copy_of:
+                    made_at[weight_of[k]] = start if cast else ends[j]
                     differentiable |= weight_of[k] in trainable
-                elif k in made_by:
+                if k in made_by:
                     read_by[k] = j
                     differentiable = True
             if differentiable:
                 for k, n in outs:
-                    if k not in weight_of and k not in made_by:
+                    if (k not in weight_of or k in copy_of) and k not in made_by:
                         made_by[k], read_by[k], nbytes[k] = j, j, n
         step = [0] * (len(self.ops) + 1)
         for k, n in nbytes.items():
-            step[made_by[k]] += n
+            step[max(made_by[k] - (k in copy_of), 0)] += n  # a copy's also at the moment before its cast
             step[read_by[k] + 1] -= n
         in_flight, held = [0] * (saves + 1), 0
         for j, end in enumerate(ends):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable
+from contextlib import nullcontext
 from pathlib import Path
 
 import numpy as np
@@ -38,18 +39,24 @@ def live_peak_mb(
     model: nn.Module,
     inputs: tuple[torch.Tensor, ...],
     optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
+    autocast: torch.dtype | None = None,
 ) -> dict[str, float]:
     """MB of live tensors by label (:data:`LABELS`) at the moment they add up to the most, in one CPU training step
     with the harness's loss, after a first step that creates the optimizer's state. ``optimizer``: made from the
-    parameters; by default the harness's SGD (momentum 0.9)."""
+    parameters; by default the harness's SGD (momentum 0.9). ``autocast``: the forward and loss under CPU autocast
+    to that type (its op lists are not CUDA's: compare where they agree)."""
     model.train()
     params = list(model.parameters())
     opt = optimizer(params) if optimizer else torch.optim.SGD(params, lr=1e-3, momentum=0.9)
     loss = TrainingLoss(upcast=False)
 
+    amp = torch.autocast("cpu", dtype=autocast) if autocast is not None else nullcontext()
+
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        loss(model(*inputs)).backward()
+        with amp:
+            value = loss(model(*inputs))
+        value.backward()
         opt.step()
 
     step()

@@ -275,7 +275,7 @@ def test_the_gradients_in_flight_and_where_each_weight_gets_its_gradient():
     """Two logits-sized gradients at the loss (its log-softmax's and the logits', fp32 under autocast too); the
     embedding's gradient made at the end of the backward pass, the output layer's at its start."""
     embedding, head = nn.Embedding(1000, 16), nn.Linear(16, 1000)
-    model, tokens = nn.Sequential(embedding, head), torch.randint(0, 1000, (4, 8))
+    model, tokens = nn.Sequential(embedding, nn.ReLU(), head), torch.randint(0, 1000, (4, 8))
     logits_fp32 = 4 * 8 * 1000 * 4
     for autocast in (None, torch.float16):
         trace = trace_saved(model, (tokens,), autocast, loss=TrainingLoss(upcast=False))
@@ -296,3 +296,13 @@ def test_the_trace_counts_what_the_harness_loss_saves():
         without = trace_saved(model, (x,), autocast).plain_bytes()
         assert with_loss - without == pytest.approx(16 * 1000 * 4, abs=256)  # and the 16 int64 targets
     assert without != alone  # autocast's half copies of the input and weight
+
+
+def test_the_estimate_under_autocast_follows_the_profiler():
+    """CPU autocast (bf16) where its op lists and CUDA's agree (matrix products, ReLU, the loss): the half copies of
+    the weights and inputs that the matrix products save, and their gradients, as the profiler sees them."""
+    spec = resolve(WIDE_MLP)
+    live_mb = sum(live_peak_mb(spec.build(), spec.make_inputs(64, (1024,)), autocast=torch.bfloat16).values())
+    workload = Workload(batch_size=64, input_shape=(1024,), optimizer="sgd", precision="amp_bf16")
+    estimate = training_memory(WIDE_MLP, workload)
+    assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.02)
