@@ -80,15 +80,14 @@ class OpLog(TorchDispatchMode):
         """
         weight_of = {_key(t): id(t) for t in weights}
         copy_of = {_key(t): w for t, w in copies if w in trainable}
-        weight_of |= copy_of
         ends = [s for s, _, _ in self.ops[1:]] + [saves]
         made_at: dict[int, int] = {}
-        made_by, read_by, nbytes = {}, {}, {}  # per differentiable tensor (not a weight; a weight's copy too)
+        made_by, read_by, nbytes = {}, {}, {}  # per differentiable tensor, a weight's copy among them
         for j, (start, ins, outs) in enumerate(self.ops):
             differentiable = False
             cast = any(k in copy_of for k, _ in outs)
             for k in ins:
-                if k in weight_of and k not in copy_of:
+                if k in weight_of:
                     made_at[weight_of[k]] = start if cast else ends[j]
                     differentiable |= weight_of[k] in trainable
                 if k in made_by:
@@ -96,7 +95,7 @@ class OpLog(TorchDispatchMode):
                     differentiable = True
             if differentiable:
                 for k, n in outs:
-                    if (k not in weight_of or k in copy_of) and k not in made_by:
+                    if k not in weight_of and k not in made_by:
                         made_by[k], read_by[k], nbytes[k] = j, j, n
         step = [0] * (len(self.ops) + 1)
         for k, n in nbytes.items():
