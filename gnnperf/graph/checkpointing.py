@@ -138,7 +138,8 @@ class BlockTrace:
         self._add(self.outside if self._current is None else self.per_block[self._current], t)
 
     def copied(self, original: torch.Tensor, copy: torch.Tensor) -> None:
-        """Record an autocast copy of ``original``: the weight's gradient is made where the copy is last read."""
+        """Record an autocast copy of ``original``: its gradient is in flight until the cast makes the weight's
+        (:mod:`gnnperf.graph.gradient_flow`)."""
         if id(original) in self.weights:
             self.copies.append((copy, id(original)))
 
