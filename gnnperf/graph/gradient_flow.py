@@ -65,7 +65,6 @@ class OpLog(TorchDispatchMode):
         weights: Iterable[torch.Tensor],
         copies: Iterable[tuple[torch.Tensor, int]],
         trainable: set[int],
-        saves: int,
     ) -> tuple[dict[int, int], list[int]]:
         """``(where each weight's gradient is made, the gradients' bytes in flight)``, both by save index.
 
@@ -76,10 +75,10 @@ class OpLog(TorchDispatchMode):
                 weight's gradient from it once the readers have released what they saved (the copy among it): at
                 the moment before the cast.
             trainable: ids of the weights that get a gradient.
-            saves: the trace's saves in all.
         """
         weight_of = {_key(t): id(t) for t in weights}
         copy_of = {_key(t): w for t, w in copies if w in trainable}
+        saves = self.saves()  # all of the trace's, once it is done
         ends = [s for s, _, _ in self.ops[1:]] + [saves]
         made_at: dict[int, int] = {}
         made_by, read_by, nbytes = {}, {}, {}  # per differentiable tensor, a weight's copy among them

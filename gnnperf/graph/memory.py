@@ -198,7 +198,7 @@ def trace_saved(
             if loss is not None:
                 loss(out)
     trainable = {id(p) for p in model.parameters() if p.requires_grad}
-    trace.gradient_made_at, trace.in_flight = ops.flow(weights, trace.copies, trainable, trace.saves)
+    trace.gradient_made_at, trace.in_flight = ops.flow(weights, trace.copies, trainable)
     return trace
 
 
