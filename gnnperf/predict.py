@@ -171,7 +171,8 @@ class Predictor:
         """The training step's peak memory per device for ``query`` (:mod:`gnnperf.graph.memory`; not learned).
 
         The dict of :meth:`~gnnperf.graph.memory.MemoryEstimate.on_device` (MB by what holds them, the device's
-        memory, ``fits`` and ``verdict``), with ``largest_batch`` per device when ``max_batch``; None where the
+        memory, ``fits`` and ``verdict``), with ``largest_batch`` per device when ``max_batch`` and an hf model's
+        ``attention`` (:data:`gnnperf.zoo.hf.ATTENTION`); None where the
         estimate does not apply: anything but a training step on a GPU whose memory size is known (what it was
         checked on).
 
@@ -179,12 +180,16 @@ class Predictor:
             GnnperfError: a model the shape-only trace cannot run, or an ONNX file (no PyTorch model to trace).
         """
         from gnnperf.graph.memory import largest_batch
+        from gnnperf.zoo.resolve import resolve
 
         spec = self.spec(query.hardware, hardware_file)
         if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
             return None
         estimate = self._traces.estimate(query)
         memory = estimate.on_device(spec.memory_gb)
+        attention = resolve(query.model).attention  # an hf model's, which the report names where it is eager
+        if attention:
+            memory["attention"] = attention
         if max_batch:
             workload, ddp = query.workload(query.input_shape or ()), query.parallel == "ddp"
             memory["largest_batch"] = largest_batch(

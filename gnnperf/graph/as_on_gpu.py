@@ -47,6 +47,11 @@ class _FusedAttention(_TraceOnly):
     @staticmethod
     def forward(ctx, q, k, v):
         batch, heads, tokens, _ = q.shape
+        for t in (
+            k,
+            v,
+        ):  # the kernel reads them: so the op log sees their gradients made here (gradient_flow)
+            torch.ops.aten.alias(t)
         out = q.new_empty((batch, tokens, heads, v.shape[-1])).transpose(1, 2)
         ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))
         return out

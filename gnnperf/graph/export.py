@@ -228,7 +228,7 @@ def export_model(
     _check_memory(spec, num_layers, input_shape)
     try:
         with _no_random_init():
-            model = spec.build(num_layers, input_shape)
+            model = spec.build(num_layers, input_shape, graph=True)
     except GnnperfError:
         raise
     except Exception as e:

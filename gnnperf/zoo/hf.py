@@ -7,13 +7,14 @@
 
 ``transformers`` builds the class named in ``architectures`` (else the base model), or the one a reference names
 (``?class=BertForSequenceClassification``: the head a run used, which a hub config often does not name), with
-``from_config`` and eager attention; a deep stack can be built shallower (``ModelSpec.num_layers``,
+``from_config`` and eager attention (``?attn_implementation=sdpa`` for PyTorch's fused attention, :data:`ATTENTION`); a deep stack can be built shallower (``ModelSpec.num_layers``,
 :mod:`gnnperf.graph.repeat`). Only the first output (the logits) is priced (:class:`HFLogits`).
 """
 
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
@@ -24,6 +25,12 @@ from torch import nn
 from gnnperf.errors import GnnperfError
 from gnnperf.zoo.resolve import ModelSpec
 
+# Attention as transformers runs it (the reference's attn_implementation): eager, explicit MatMul/Softmax that keeps
+# the attention matrix for the backward pass, as NeuSight measured and the shipped predictor learned (the default);
+# sdpa, torch's scaled_dot_product_attention, transformers' own default, whose fused GPU kernels keep no attention
+# matrix (the memory estimate traces them so: gnnperf.graph.as_on_gpu)
+ATTENTION = ("eager", "sdpa")
+
 
 def hf_spec(path: str) -> ModelSpec:
     """The spec of ``hf:PATH[?class=NAME]`` or ``hf:MODEL_TYPE[?class=NAME&field=value...]``: the transformers class
@@ -32,12 +39,17 @@ def hf_spec(path: str) -> ModelSpec:
     path, _, query = path.partition("?")
     options = _options(path, query)
     class_name = options.pop("class", "")
+    attention = options.pop("attn_implementation", "eager")
+    if attention not in ATTENTION:
+        raise GnnperfError(
+            f"hf:{path}?{query}: attn_implementation must be one of {', '.join(ATTENTION)}, got '{attention}'"
+        )
     p: Path | None = Path(path)
     if p.is_file() or p.suffix == ".json" or "/" in path or "\\" in path:
         if options:
             raise GnnperfError(
-                f"hf:{path}?{query}: the only option of an hf: config file is class=NAME (a transformers class); "
-                "change the file for other fields"
+                f"hf:{path}?{query}: the options of an hf: config file are class=NAME (a transformers class) and "
+                "attn_implementation; change the file for other fields"
             )
         cfg = _read_config(p)
     else:  # a model type with its config class's defaults
@@ -96,9 +108,9 @@ def hf_spec(path: str) -> ModelSpec:
     if not isinstance(config.vocab_size, int) or config.vocab_size < 1:
         raise GnnperfError(f"hf config {path}: vocab_size must be at least 1, got {config.vocab_size!r}")
 
-    def build(num_layers: int | None) -> nn.Module:
+    def build(num_layers: int | None, attention: str = attention) -> nn.Module:
         c = make_config(num_layers)
-        c._attn_implementation = "eager"  # explicit MatMul/Softmax attention, as NeuSight measured
+        c._attn_implementation = attention
         model = cls._from_config(c) if cls is not None else transformers.AutoModel.from_config(c)
         return HFLogits(model, bool(getattr(c, "is_encoder_decoder", False)))
 
@@ -120,6 +132,8 @@ def hf_spec(path: str) -> ModelSpec:
         layer_scope=LAYER_SCOPE,
         max_positions=positions if isinstance(positions, int) else None,
         source_file=p,
+        attention=attention,
+        graph_builder=None if attention == "eager" else partial(build, attention="eager"),
     )
 
 

@@ -62,6 +62,10 @@ class ModelSpec:
             input size is fixed at build (timm's ``fixed_input_size``, torchvision's ViTs).
         source_file: the file the model is built from (an hf config, a factory's module), which can change under
             the same reference: the graph cache keys on its digest.
+        attention: how an hf model computes attention (:data:`gnnperf.zoo.hf.ATTENTION`); None for other models.
+        graph_builder: builds the model as its time graph is exported, where that differs from what runs: an hf
+            model with ``sdpa`` attention is exported with eager attention, which the predictor learned (the
+            exporter writes the fused op as the same MatMul and Softmax, with mask guards no training graph had).
     """
 
     ref: str
@@ -77,12 +81,17 @@ class ModelSpec:
     max_positions: int | None = None
     sized_builder: Callable[[int | None, tuple[int, ...]], nn.Module] | None = None
     source_file: Path | None = None
+    attention: str | None = None
+    graph_builder: Callable[[int | None], nn.Module] | None = None
 
-    def build(self, num_layers: int | None = None, input_shape: tuple[int, ...] | None = None) -> nn.Module:
+    def build(
+        self, num_layers: int | None = None, input_shape: tuple[int, ...] | None = None, graph: bool = False
+    ) -> nn.Module:
         """The model with random weights; ``num_layers`` builds a shallower copy where supported.
 
         ``input_shape`` other than the default builds a model whose input size is fixed at build (a ViT's position
         table, a Swin's windows) for that shape, where the spec has a ``sized_builder``; other models take any size.
+        ``graph``: the model as its time graph is exported (``graph_builder``, where the spec has one).
         """
         if self.builder is None:
             raise GnnperfError(f"{self.ref} is an ONNX file; there is no PyTorch model to build")
@@ -90,7 +99,7 @@ class ModelSpec:
             raise ValueError(f"{self.ref} cannot be built with a different depth")
         if input_shape and self.sized_builder and tuple(input_shape) != self.default_input_shape:
             return self.sized_builder(num_layers, tuple(input_shape))
-        return self.builder(num_layers)
+        return (self.graph_builder if graph and self.graph_builder else self.builder)(num_layers)
 
     def input_shape(self, shape: tuple[int, ...] | None) -> tuple[int, ...]:
         if shape and self.input_kind == "tokens" and len(shape) != 1:  # (3, 224) would be 3x the batch

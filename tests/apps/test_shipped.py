@@ -280,6 +280,25 @@ def test_a_step_with_more_weights_than_activations_peaks_after_the_backward_pass
     )
 
 
+def test_an_hf_models_attention_is_named_and_fused_attention_keeps_no_attention_matrix(capsys):
+    from gnnperf.cli import main
+    from gnnperf.predictor.report import EAGER_ATTENTION_NOTE
+
+    gpt = "hf:gpt2?class=GPT2LMHeadModel&n_layer=2&n_embd=64&n_head=4&n_positions=1024&vocab_size=500"
+    args = ["--hardware", "t4", "--batch-size", "4", "--seq-len", "1024"]
+    rows = {}
+    for attention in ("eager", "sdpa"):
+        assert main(["predict", f"{gpt}&attn_implementation={attention}", *args, "--json"]) == 0
+        rows[attention] = json.loads(capsys.readouterr().out)
+    eager, sdpa = rows["eager"]["memory"], rows["sdpa"]["memory"]
+    assert (eager["attention"], sdpa["attention"]) == ("eager", "sdpa")
+    # eager attention keeps at least each layer's softmax output: 4 samples x 4 heads x 1024^2 tokens x 4 bytes
+    assert eager["activations_mb"] - sdpa["activations_mb"] > 2 * 64
+    assert rows["eager"]["iteration_time_ms"] == rows["sdpa"]["iteration_time_ms"]  # one time graph
+    assert main(["predict", gpt, *args]) == 0
+    assert EAGER_ATTENTION_NOTE in capsys.readouterr().out
+
+
 def test_the_memory_estimate_from_python_is_the_clis():
     predictor = Predictor.from_checkpoint(None)
     query = Query("timm:resnet50", "rtx-3090", 64, precision="amp_fp16")

@@ -412,7 +412,10 @@ def test_an_hf_reference_can_name_the_class_a_run_used(tmp_path):
     for query, message in [
         ("class=BertNope", "transformers has no class 'BertNope' \\(the reference's class=\\)"),
         ("class=GPT2ForSequenceClassification", "takes a GPT2Config, not the BertConfig"),
-        ("head=cls", "the only option of an hf: config file is class=NAME"),
+        (
+            "head=cls",
+            "the options of an hf: config file are class=NAME \\(a transformers class\\) and attn_impl",
+        ),
         ("class=", "expected class=NAME or field=value options joined by &, each once; got 'class='"),
     ]:
         with pytest.raises(GnnperfError, match=message):
@@ -437,6 +440,25 @@ def test_an_hf_model_type_is_built_from_its_config_classs_defaults_and_the_field
         and config.num_hidden_layers == 1
         and type(bert.build().m).__name__ == "BertModel"
     )
+
+
+def test_an_hf_reference_can_run_pytorchs_fused_attention():
+    """``attn_implementation=sdpa`` builds transformers' default attention (what the memory estimate traces), and its
+    time graph is the eager model's, which the predictor learned."""
+    ref = "hf:gpt2?class=GPT2LMHeadModel&n_layer=1&n_embd=64&n_head=4&n_positions=64&vocab_size=500"
+    eager, sdpa = resolve(ref), resolve(f"{ref}&attn_implementation=sdpa")
+    assert (eager.attention, sdpa.attention) == ("eager", "sdpa") and sdpa.ref.endswith(
+        "&attn_implementation=sdpa"
+    )
+    assert eager.build().m.config._attn_implementation == "eager"
+    assert sdpa.build().m.config._attn_implementation == "sdpa"
+    assert sdpa.build(graph=True).m.config._attn_implementation == "eager"
+    ops = [[n.op_type for n in build_graph(spec, (16,)).nodes] for spec in (eager, sdpa)]
+    assert ops[0] == ops[1] and "Softmax" in ops[0]
+    with pytest.raises(
+        GnnperfError, match="attn_implementation must be one of eager, sdpa, got 'flash_attention_2'"
+    ):
+        resolve(f"{ref}&attn_implementation=flash_attention_2")
 
 
 @pytest.mark.parametrize(

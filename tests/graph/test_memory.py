@@ -238,8 +238,7 @@ def test_a_tied_weight_holds_two_more_gradients_at_the_end_of_the_backward_pass(
 
 # a LLaMA whose token embedding (its gradient made last) outweighs its activations
 LLAMA = (
-    "hf:llama?num_hidden_layers={}&hidden_size={}&intermediate_size={}&num_attention_heads=4&num_key_value_heads=4"
-    "&vocab_size={}"
+    "hf:llama?num_hidden_layers={}&hidden_size={}&intermediate_size={}&num_attention_heads=4&vocab_size={}"
 )
 
 
@@ -252,6 +251,8 @@ LLAMA = (
         ("timm:vit_tiny_patch16_224", 2, (3, 224, 224), False),  # activations and gradients alike; fused attention
         ("timm:resnet18", 2, (3, 64, 64), False),  # gradients above the activations
         (LLAMA.format(2, 128, 256, 20_000), 2, (64,), False),
+        # PyTorch's fused attention with grouped keys and values, as transformers runs it by default
+        (LLAMA.format(2, 128, 256, 2_000) + "&num_key_value_heads=2&attn_implementation=sdpa", 4, (256,), False),
         # checkpointed as the libraries do it: each block's saved tensors recomputed, then freed one by one
         (LLAMA.format(2, 128, 256, 20_000), 2, (64,), True),
         (LLAMA.format(3, 256, 512, 8_000), 8, (128,), True),
