@@ -33,7 +33,7 @@ LLAMA = (
 )
 # (reference, per-sample input shape, batch, checkpointed): update.py's models whose SGD step the estimate is
 # furthest from, transformers at batches where activations and gradients are alike, experiments/checkpointing's
-# models with and without their checkpointing, and ten other architectures
+# models with and without their checkpointing, ten other architectures, and transformers with sdpa attention
 MODELS = [
     (GPT2, (128,), 1, False), (GPT2, (128,), 4, False), (GPT2, (128,), 16, False),
     (BERT, (128,), 1, False), (BERT, (128,), 8, False),
@@ -55,6 +55,10 @@ MODELS = [
     ("timm:efficientformerv2_s0", (3, 224, 224), 8, False),
     ("hf:t5?class=T5ForConditionalGeneration&num_layers=2&d_model=256&d_ff=512&num_heads=4&vocab_size=8000"
      "&dropout_rate=0", (64,), 4, False),
+    # transformers' default attention (PyTorch's fused kernels), grouped keys and values in the last
+    (GPT2 + "&attn_implementation=sdpa", (128,), 4, False), (BERT + "&attn_implementation=sdpa", (128,), 8, False),
+    (LLAMA + "&attn_implementation=sdpa", (256,), 4, False),
+    (LLAMA.replace("num_key_value_heads=8", "num_key_value_heads=2") + "&attn_implementation=sdpa", (256,), 4, False),
 ]  # fmt: skip
 # AMP bf16 (CPU autocast against the trace's CUDA autocast): MLPs, whose ops (matrix products, ReLU, the loss) both
 # lists treat alike (reference, per-sample input shape, batch)
