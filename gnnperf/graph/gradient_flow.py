@@ -10,7 +10,7 @@ A weight's gradient is made at the backward of the last op that read it or a vie
 the weight was cast: the half copy's gradient is in flight from its readers' backward to the cast's, which makes the
 weight's gradient from it once the readers have released what they saved (the copy among it).
 
-:class:`OpLog` records, during the shape-only trace of :mod:`gnnperf.graph.memory`, each op's inputs and outputs by
+:class:`OpLog` records, during the shape-only trace (:func:`gnnperf.graph.saved.trace_saved`), each op's inputs and outputs by
 storage (a view, and ``_unsafe_view`` which the op schemas do not mark, shares its base's storage, as its gradient
 mostly does) and how many tensors autograd had saved by then; :meth:`OpLog.flow` turns that into, per save index,
 the gradients in flight and where each weight's gradient is made. With them the estimate is within 1% of torch's

@@ -22,7 +22,7 @@ workspace), three moments can set its peak (:attr:`MemoryEstimate.phases_mb`):
 
 - the backward pass, which runs back through the forward's saves, freeing each saved tensor when it is back at its
   first save and making each weight's gradient when it is back at the last op that read the weight: the most saved
-  tensors and gradients held at once (:meth:`~gnnperf.graph.checkpointing.BlockTrace.backward_peak_bytes`), with
+  tensors and gradients held at once (:meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`), with
   the gradients in flight between the ops (:mod:`gnnperf.graph.gradient_flow`; at its start the loss's two, the
   logits' size each in fp32). A transformer's peak is near its start (all activations, few gradients), a
   small-batch ViT's near its end; summing all activations and all gradients, as the estimate did before, was up to
@@ -47,20 +47,16 @@ from __future__ import annotations
 import logging
 import sys
 from collections import Counter
-from collections.abc import Callable
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 from unittest.mock import patch
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.utils.flop_counter import FlopCounterMode
 
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.as_on_gpu import CudaAutocast, as_on_gpu
-from gnnperf.graph.checkpointing import BlockTrace
-from gnnperf.graph.gradient_flow import OpLog
+from gnnperf.graph.saved import ForwardTrace, trace_saved
 from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.workload import Workload
 
@@ -101,7 +97,7 @@ class MemoryEstimate:
     optimizer_mb: float
     activations_mb: float
     workspace_mb: float
-    # the most activations and gradients the backward pass holds at once (BlockTrace.backward_peak_bytes)
+    # the most activations and gradients the backward pass holds at once (ForwardTrace.backward_peak_bytes)
     backward_mb: float
     # DistributedDataParallel's gradient buckets: a second copy of the gradients (torch's default
     # gradient_as_bucket_view=False), on each of more than one device
@@ -161,54 +157,6 @@ class MemoryEstimate:
             "verdict": verdict,
             "fits": verdict == "fits",
         }
-
-
-def trace_saved(
-    model: torch.nn.Module,
-    inputs: tuple[torch.Tensor, ...],
-    autocast: torch.dtype | None = None,
-    by_block: bool = False,
-    loss: Callable[[Any], torch.Tensor] | None = None,
-) -> BlockTrace:
-    """What autograd saves for the backward pass in one training-mode forward of ``model`` on ``inputs``.
-
-    Parameters and buffers are not counted (they are the weights); a tensor saved by several ops, or through
-    several views, is counted once. ``autocast``: the half-precision type of CUDA autocast, traced on any device.
-    ``loss``: applied to the output in the same trace (the harness's cross-entropy keeps its log-softmax, the size
-    of the logits, in fp32).
-    ``by_block``: split the saved tensors and the forward FLOPs by the blocks activation checkpointing would
-    recompute (:mod:`gnnperf.graph.checkpointing`); without it no hook or FLOP counter joins the trace.
-    The op log of the gradients in flight (:mod:`gnnperf.graph.gradient_flow`) keeps every tensor of the forward
-    until the trace returns: free on the meta device and with fake tensors, a real forward's whole memory on a CPU.
-    """
-    weights = [*model.parameters(), *model.buffers()]
-    trace = BlockTrace(weights={id(t) for t in weights})
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        trace.save(t)
-        return t
-
-    model.train()
-    amp = CudaAutocast(autocast, trace.copied) if autocast is not None else nullcontext()
-    ops = OpLog(lambda: trace.saves)
-    with ExitStack() as stack:
-        if by_block:
-            flops = stack.enter_context(FlopCounterMode(display=False))
-            stack.enter_context(trace.hooks(model, flops))
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), as_on_gpu(), amp, ops:
-            out = model(*inputs)
-            if loss is not None:
-                loss(out)
-    trainable = {id(p) for p in model.parameters() if p.requires_grad}
-    trace.gradient_made_at, trace.in_flight = ops.flow(weights, trace.copies, trainable)
-    return trace
-
-
-def saved_activation_bytes(
-    model: torch.nn.Module, inputs: tuple[torch.Tensor, ...], autocast: torch.dtype | None = None
-) -> int:
-    """Bytes autograd saves for the backward pass in one training-mode forward (:func:`trace_saved`)."""
-    return trace_saved(model, inputs, autocast).plain_bytes()
 
 
 def training_memory(
@@ -350,7 +298,7 @@ def _default_dtype(dtype: torch.dtype):
 
 def _trace(
     spec, workload: Workload, one: tuple[torch.Tensor, ...], checkpointing: bool
-) -> tuple[BlockTrace, float, dict[int, int], float]:
+) -> tuple[ForwardTrace, float, dict[int, int], float]:
     """(what autograd saved, weight MB, bytes of each trainable weight by id, MB of the largest trainable weight
     registered twice), built and run in the caller's tensor context."""
     from gnnperf.graph.export import _no_random_init

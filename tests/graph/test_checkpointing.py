@@ -8,7 +8,8 @@ from torch import nn
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.checkpointing import checkpoint_blocks, library_checkpointing
-from gnnperf.graph.memory import trace_saved, training_memory
+from gnnperf.graph.memory import training_memory
+from gnnperf.graph.saved import trace_saved
 from gnnperf.measure.workload import Workload
 
 

@@ -12,14 +12,8 @@ from torch.nn import functional as F
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.checkpointing import library_checkpointing
-from gnnperf.graph.memory import (
-    USABLE_SHARE,
-    WORKSPACE_MB,
-    largest_batch,
-    saved_activation_bytes,
-    trace_saved,
-    training_memory,
-)
+from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, largest_batch, training_memory
+from gnnperf.graph.saved import saved_activation_bytes, trace_saved
 from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.live_tensors import live_peak_mb
 from gnnperf.measure.workload import Workload
