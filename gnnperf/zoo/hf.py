@@ -96,9 +96,15 @@ def hf_spec(path: str) -> ModelSpec:
             f"{type(config).__name__} of model_type '{cfg['model_type']}'"
         )
     try:
-        main_input = (cls or transformers.MODEL_MAPPING[type(config)]).main_input_name
-    except (KeyError, AttributeError):  # a config type without a base model class: told by vocab_size alone
-        main_input = "input_ids"
+        built = cls or transformers.MODEL_MAPPING[type(config)]
+    except KeyError:  # a config type without a base model class: told by vocab_size alone
+        built = None
+    main_input = getattr(built, "main_input_name", "input_ids")
+    if attention == "sdpa" and built is not None and not getattr(built, "_supports_sdpa", False):
+        raise GnnperfError(
+            f"hf config {path}: {built.__name__} has no sdpa attention in transformers {transformers.__version__} "
+            "(it runs eager attention: leave attn_implementation out)"
+        )
     if not hasattr(config, "vocab_size") or main_input != "input_ids":
         why = f"its input is {main_input}" if main_input != "input_ids" else "no vocab_size"
         raise GnnperfError(

@@ -459,6 +459,10 @@ def test_an_hf_reference_can_run_pytorchs_fused_attention():
         GnnperfError, match="attn_implementation must be one of eager, sdpa, got 'flash_attention_2'"
     ):
         resolve(f"{ref}&attn_implementation=flash_attention_2")
+    with pytest.raises(
+        GnnperfError, match="Gemma2ForCausalLM has no sdpa attention in transformers"
+    ):  # softcapping
+        resolve("hf:gemma2?class=Gemma2ForCausalLM&attn_implementation=sdpa")
 
 
 @pytest.mark.parametrize(
