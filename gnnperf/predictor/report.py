@@ -17,8 +17,8 @@ UNSEEN_DEVICE_MAPE = 46
 UNSEEN_DEVICE_STUDY = "experiments/h200_unseen"
 # an hf model built with eager attention (the reference's default, what the predictor learned)
 EAGER_ATTENTION_NOTE = (
-    "eager attention keeps each layer's attention matrix for the backward pass; transformers' own default, "
-    "&attn_implementation=sdpa in the reference, keeps none (the time is predicted as eager's either way)"
+    "eager attention keeps each layer's attention matrix for the backward pass; sdpa, transformers' default where "
+    "the model has it (&attn_implementation=sdpa in the reference), keeps none (the time is predicted as eager's)"
 )
 
 
