@@ -182,7 +182,8 @@ def training_memory(
     failures = []
     for name, context in (("meta", lambda: torch.device("meta")), ("fake", FakeTensorMode)):
         try:
-            with context():
+            # fake tensors log each op they cannot run, with its stack, before the error this turns into one line
+            with context(), _quiet("torch._subclasses.fake_tensor", logging.CRITICAL):
                 trace, weight_mb, gradient_bytes, tied_mb = _trace(spec, workload, one, checkpointing)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
@@ -263,14 +264,14 @@ def largest_batch(
 
 
 @contextmanager
-def _quiet(logger: str):
+def _quiet(logger: str, level: int = logging.ERROR):
     log = logging.getLogger(logger)
-    level = log.level
-    log.setLevel(logging.ERROR)
+    saved = log.level
+    log.setLevel(level)
     try:
         yield
     finally:
-        log.setLevel(level)
+        log.setLevel(saved)
 
 
 @contextmanager
