@@ -47,10 +47,8 @@ class _FusedAttention(_TraceOnly):
     @staticmethod
     def forward(ctx, q, k, v):
         batch, heads, tokens, _ = q.shape
-        for t in (
-            k,
-            v,
-        ):  # the kernel reads them: so the op log sees their gradients made here (gradient_flow)
+        # the kernel reads k and v (a view of each, free): the op log then has their gradients made here
+        for t in (k, v):
             torch.ops.aten.alias(t)
         out = q.new_empty((batch, tokens, heads, v.shape[-1])).transpose(1, 2)
         ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))

@@ -7,8 +7,9 @@
 
 ``transformers`` builds the class named in ``architectures`` (else the base model), or the one a reference names
 (``?class=BertForSequenceClassification``: the head a run used, which a hub config often does not name), with
-``from_config`` and eager attention (``?attn_implementation=sdpa`` for PyTorch's fused attention, :data:`ATTENTION`); a deep stack can be built shallower (``ModelSpec.num_layers``,
-:mod:`gnnperf.graph.repeat`). Only the first output (the logits) is priced (:class:`HFLogits`).
+``from_config`` and eager attention (``attn_implementation=sdpa`` for PyTorch's fused attention, :data:`ATTENTION`);
+a deep stack can be built shallower (``ModelSpec.num_layers``, :mod:`gnnperf.graph.repeat`). Only the first output
+(the logits) is priced (:class:`HFLogits`).
 """
 
 from __future__ import annotations
