@@ -256,6 +256,7 @@ class Predictor:
         from gnnperf.predictor.model import predict_samples
         from gnnperf.predictor.parallel import ddp_row
         from gnnperf.predictor.recompute import recompute_row
+        from gnnperf.zoo.resolve import resolve
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         if not queries:
@@ -264,6 +265,8 @@ class Predictor:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
         trained_on = self.info.get("trained_on", {})
         items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
+        # only hf references carry assumptions (ModelSpec.assumptions); resolving a factory's code again is not free
+        assumed = {q.model: resolve(q.model).assumptions for q in queries if q.model.startswith("hf:")}
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
             if spec.kind != "gpu" and q.num_devices > 1:
@@ -355,6 +358,7 @@ class Predictor:
                 "checkpoint": str(self.path),
             }
             row.update(extrapolation(self, row, graph, spec, workload, items[i].u[0]))
+            row["assumptions"] = list(assumed.get(queries[i].model, ()))
             # as asked (the calibration key and reports follow the query), predicted as the step it times
             row["memory_format"], row["channels_last_moot"] = queries[i].memory_format, layout_moot[i]
             row["precision"] = queries[i].precision

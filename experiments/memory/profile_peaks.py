@@ -33,7 +33,8 @@ LLAMA = (
 )
 # (reference, per-sample input shape, batch, checkpointed): update.py's models whose SGD step the estimate is
 # furthest from, transformers at batches where activations and gradients are alike, experiments/checkpointing's
-# models with and without their checkpointing, ten other architectures, and transformers with sdpa attention
+# models with and without their checkpointing, ten other architectures, and transformers with sdpa attention and
+# mixtures of experts
 MODELS = [
     (GPT2, (128,), 1, False), (GPT2, (128,), 4, False), (GPT2, (128,), 16, False),
     (BERT, (128,), 1, False), (BERT, (128,), 8, False),
@@ -59,6 +60,12 @@ MODELS = [
     (GPT2 + "&attn_implementation=sdpa", (128,), 4, False), (BERT + "&attn_implementation=sdpa", (128,), 8, False),
     (LLAMA + "&attn_implementation=sdpa", (256,), 4, False),
     (LLAMA.replace("num_key_value_heads=8", "num_key_value_heads=2") + "&attn_implementation=sdpa", (256,), 4, False),
+    # mixtures of experts, run with their routing, traced with each expert taking an equal share (gnnperf.zoo.hf)
+    ("hf:mixtral?num_hidden_layers=4&hidden_size=512&intermediate_size=1024&num_attention_heads=8&num_key_value_heads=2"
+     "&vocab_size=32000&num_local_experts=8&attn_implementation=sdpa", (256,), 4, False),
+    ("hf:qwen2_moe?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&moe_intermediate_size=256"
+     "&shared_expert_intermediate_size=1024&num_attention_heads=8&num_key_value_heads=2&vocab_size=32000&num_experts=16"
+     "&num_experts_per_tok=4&attn_implementation=sdpa", (256,), 4, False),
 ]  # fmt: skip
 # AMP bf16 (CPU autocast against the trace's CUDA autocast): MLPs, whose ops (matrix products, ReLU, the loss) both
 # lists treat alike (reference, per-sample input shape, batch)

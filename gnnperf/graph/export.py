@@ -248,7 +248,7 @@ def export_model(
     errors = []
     for name in EXPORTERS if exporter == "auto" else (exporter,):
         try:
-            with _quiet():
+            with _quiet(), spec.tracing():
                 if name == "dynamo":
                     _run_eagerly(model, args)
                 proto = (_torchscript if name == "torchscript" else _dynamo)(model, args, names)

@@ -45,12 +45,10 @@ is 1-4% low, 7% for checkpointed ResNet-50 and 17% for VGG16: tensors the profil
 from __future__ import annotations
 
 import logging
-import sys
 from collections import Counter
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
 from typing import Any
-from unittest.mock import patch
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -275,19 +273,6 @@ def _quiet(logger: str, level: int = logging.ERROR):
 
 
 @contextmanager
-def _one_sequence_per_row():
-    """transformers' masks as for the harness's token ids, one sequence per row: without values to read (meta and
-    fake tensors) transformers takes the positions for packed sequences and builds a mask, so that sdpa attention
-    would run with it and with grouped keys and values repeated to every head, not causal and grouped as on a GPU."""
-    masking = sys.modules.get("transformers.masking_utils")  # imported by any transformers model
-    if masking is None or not hasattr(masking, "find_packed_sequence_indices"):
-        yield
-        return
-    with patch.object(masking, "find_packed_sequence_indices", lambda position_ids: None):
-        yield
-
-
-@contextmanager
 def _default_dtype(dtype: torch.dtype):
     saved = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
@@ -314,7 +299,7 @@ def _trace(
         for t in one
     )
     loss = TrainingLoss(upcast=workload.precision in ("fp16", "bf16"))  # as the harness computes it
-    with _one_sequence_per_row():
+    with spec.tracing():
         trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision), checkpointing, loss)
     lazy = torch.nn.parameter.UninitializedTensorMixin
     weights = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]

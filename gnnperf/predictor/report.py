@@ -45,6 +45,8 @@ def print_row(row: dict) -> None:
             f"no training row had (the H200) was missed by {UNSEEN_DEVICE_MAPE}% MAPE ({UNSEEN_DEVICE_STUDY}); "
             "--calibrate with a model timed on it"
         )
+    for assumed in row.get("assumptions", ()):
+        print(f"  assumed: {assumed}")
     if row["num_devices"] > 1:
         print(f"  {parallel_note(row)}")
     if "activation_checkpointing" in row:
@@ -330,6 +332,8 @@ def print_comparison(rows: list[dict]) -> None:
     if epoch:
         notes.append(f"epochs of {epoch['samples']} samples; data loading and evaluation not included")
     notes += list(dict.fromkeys(r["memory_note"] for r in rows if "memory_note" in r))
+    assumed = {(r["model"], a) for r in rows for a in r.get("assumptions", ())}
+    notes += [f"assumed{f' for {m}' * (len(models) > 1)}: {a}" for m, a in sorted(assumed)]
     if any(r["memory"] and r["memory"].get("attention") == "eager" for r in rows):
         notes.append(EAGER_ATTENTION_NOTE)
     for note in notes:

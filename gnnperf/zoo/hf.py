@@ -15,12 +15,17 @@ a deep stack can be built shallower (``ModelSpec.num_layers``, :mod:`gnnperf.gra
 from __future__ import annotations
 
 import json
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 from urllib.parse import parse_qsl
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from gnnperf.errors import GnnperfError
@@ -141,6 +146,8 @@ def hf_spec(path: str) -> ModelSpec:
         source_file=p,
         attention=attention,
         graph_builder=None if attention == "eager" else partial(build, attention="eager"),
+        tracing=traced,
+        assumptions=_experts(config),
     )
 
 
@@ -177,6 +184,56 @@ def _read_config(p: Path) -> dict[str, Any]:
             f"hf config {p} has no 'model_type' (expected a JSON object of a transformers config)"
         )
     return cfg
+
+
+def _experts(config: Any) -> tuple[str, ...]:
+    """What a mixture of experts is predicted with (:func:`traced`), for a config that routes each token to some."""
+    per_token = getattr(config, "num_experts_per_tok", None)
+    counts = [getattr(config, a, None) for a in ("num_local_experts", "num_experts", "n_routed_experts")]
+    experts = next((n for n in counts if isinstance(n, int) and n > 1), None)
+    if not isinstance(per_token, int) or experts is None:
+        return ()
+    return (
+        f"a mixture of {experts} experts, {per_token} per token: traced with each expert taking an equal share of "
+        "the routed tokens (a skewed routing runs longer); no model the shipped predictor learned from had experts",
+    )
+
+
+@contextmanager
+def traced() -> Iterator[None]:
+    """transformers models as traced (exported, or run shape-only for their memory), not run, where the two differ.
+
+    - Token positions: without values to read (meta and fake tensors) transformers takes the positions for packed
+      sequences and builds a mask, so that sdpa attention would run with it and with grouped keys and values
+      repeated to every head; with the harness's token ids, one sequence per row, it runs causal, unmasked and
+      grouped, as here.
+    - Mixture-of-experts layers (transformers' grouped experts: Mixtral, Qwen-MoE, DeepSeek, OLMoE, GPT-OSS, ...):
+      how many token-expert pairs each expert gets depends on the router's values, which neither exporter can
+      trace nor the meta device compute (and its grouped matrix product takes half precision only); each expert
+      gets an equal share here (:func:`_balanced_grouped_mm`), the balance routers are trained towards. The
+      FLOPs, weights read and tensors saved are those of any routing; a skewed one runs longer.
+    """
+    masking = sys.modules.get("transformers.masking_utils")  # imported with any transformers model
+    moe = sys.modules.get("transformers.integrations.moe")
+    with ExitStack() as stack:
+        if masking is not None and hasattr(masking, "find_packed_sequence_indices"):
+            stack.enter_context(
+                patch.object(masking, "find_packed_sequence_indices", lambda position_ids: None)
+            )
+        if moe is not None and hasattr(moe, "_grouped_mm"):
+            stack.enter_context(patch.object(moe, "_grouped_mm", _balanced_grouped_mm))
+        yield
+
+
+def _balanced_grouped_mm(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+    """transformers' grouped matrix product ``(S, K) x (E, K, N) -> (S, N)``, the rows sorted by expert, with each
+    expert taking an equal share of the rows (``offs``, the routed split, is not read): one batched MatMul."""
+    rows, k = input.shape
+    experts = weight.shape[0]
+    share = -(-rows // experts)
+    if share * experts != rows:
+        input = F.pad(input, (0, 0, 0, share * experts - rows))
+    return torch.bmm(input.view(experts, share, k), weight).reshape(experts * share, -1)[:rows]
 
 
 # Block index in ONNX node names ("/m/transformer/h.3/attn/MatMul") and parameter names ("m.model.layers.3.").

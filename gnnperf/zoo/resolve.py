@@ -24,6 +24,7 @@ import os
 import re
 import sys
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,11 @@ class ModelSpec:
         graph_builder: builds the model as its time graph is exported, where that differs from what runs: an hf
             model with ``sdpa`` attention is exported with eager attention, which the predictor learned (the
             exporter writes the fused op as the same MatMul and Softmax, with mask guards no training graph had).
+        tracing: a context under which the model is traced (exported, or run shape-only for its memory), where
+            that differs from running it: for hf models, :func:`gnnperf.zoo.hf.traced` (token positions of one
+            sequence per row, mixture-of-experts routing balanced).
+        assumptions: what predictions of the model assume where its code leaves it to the values it runs on, said
+            with them (an hf mixture of experts: balanced routing).
     """
 
     ref: str
@@ -83,6 +89,8 @@ class ModelSpec:
     source_file: Path | None = None
     attention: str | None = None
     graph_builder: Callable[[int | None], nn.Module] | None = None
+    tracing: Callable[[], AbstractContextManager[Any]] = nullcontext
+    assumptions: tuple[str, ...] = ()
 
     def build(
         self, num_layers: int | None = None, input_shape: tuple[int, ...] | None = None, graph: bool = False

@@ -295,8 +295,28 @@ def test_an_hf_models_attention_is_named_and_fused_attention_keeps_no_attention_
     # eager attention keeps at least each layer's softmax output: 4 samples x 4 heads x 1024^2 tokens x 4 bytes
     assert eager["activations_mb"] - sdpa["activations_mb"] > 2 * 64
     assert rows["eager"]["iteration_time_ms"] == rows["sdpa"]["iteration_time_ms"]  # one time graph
+    assert rows["eager"]["assumptions"] == []
     assert main(["predict", gpt, *args]) == 0
     assert EAGER_ATTENTION_NOTE in capsys.readouterr().out
+
+
+def test_a_mixture_of_experts_is_predicted_and_what_it_assumes_is_said(capsys):
+    from gnnperf.cli import main
+
+    mixtral = (
+        "hf:mixtral?num_hidden_layers=2&hidden_size=128&intermediate_size=256&num_attention_heads=4"
+        "&num_key_value_heads=2&vocab_size=1000&num_local_experts=8"
+    )
+    args = ["predict", mixtral, "--hardware", "t4", "--batch-size", "2", "--seq-len", "64"]
+    assert main([*args, "--json"]) == 0
+    row = json.loads(capsys.readouterr().out)
+    assert row["iteration_time_ms"] > 0 and row["memory"]["fits"]  # the routed experts traced, fp32 included
+    (assumed,) = row["assumptions"]
+    assert assumed.startswith(
+        "a mixture of 8 experts, 2 per token: traced with each expert taking an equal share"
+    )
+    assert main(args) == 0
+    assert f"  assumed: {assumed}" in capsys.readouterr().out
 
 
 def test_the_memory_estimate_from_python_is_the_clis():

@@ -465,6 +465,35 @@ def test_an_hf_reference_can_run_pytorchs_fused_attention():
         resolve("hf:gemma2?class=Gemma2ForCausalLM&attn_implementation=sdpa")
 
 
+MIXTRAL = (
+    "hf:mixtral?num_hidden_layers=2&hidden_size=128&intermediate_size=256&num_attention_heads=4&num_key_value_heads=2"
+    "&vocab_size=1000&num_local_experts=8"
+)  # 8 experts of 256, two per token
+
+
+def test_a_balanced_split_is_the_grouped_matrix_product():
+    """Where the router splits the rows evenly (the last expert one short), the traced product is transformers'."""
+    from gnnperf.zoo.hf import _balanced_grouped_mm
+
+    x, w = torch.randn(8, 16), torch.randn(4, 16, 8)
+    for rows, offsets in [(8, [2, 4, 6, 8]), (7, [2, 4, 6, 7])]:
+        offs = torch.tensor(offsets, dtype=torch.int32)
+        expected = torch.nn.functional.grouped_mm(x[:rows].contiguous(), w, offs=offs)
+        assert torch.allclose(_balanced_grouped_mm(x[:rows], w, offs), expected, atol=1e-5)
+
+
+def test_a_mixture_of_experts_is_exported_with_balanced_routing():
+    """Routing decides how many rows each expert takes, which no exporter traces: with each expert taking an equal
+    share, a model of 8 experts of 256, two per token, does the matrix FLOPs of a dense one of 512."""
+    moe = summarize(build_graph(MIXTRAL, (64,)), 2)
+    dense = MIXTRAL.replace("mixtral", "mistral").replace("intermediate_size=256", "intermediate_size=512")
+    dense = summarize(build_graph(dense.replace("&num_local_experts=8", "&head_dim=32"), (64,)), 2)
+    assert moe["mat_flops"] == pytest.approx(
+        dense["mat_flops"], rel=0.01
+    )  # and the router's 8 logits a token
+    assert moe["params"] > 3 * dense["params"] / 2  # every expert's weights
+
+
 @pytest.mark.parametrize(
     "ref, says",
     [

@@ -245,6 +245,9 @@ LLAMA = (
         ("timm:vit_tiny_patch16_224", 2, (3, 224, 224), False),  # activations and gradients alike; fused attention
         ("timm:resnet18", 2, (3, 64, 64), False),  # gradients above the activations
         (LLAMA.format(2, 128, 256, 20_000), 2, (64,), False),
+        # a mixture of experts, run with its routing, traced with each expert taking an equal share
+        ("hf:mixtral?num_hidden_layers=2&hidden_size=256&intermediate_size=512&num_attention_heads=4"
+         "&num_key_value_heads=2&vocab_size=4000&num_local_experts=8&attn_implementation=sdpa", 4, (128,), False),
         # PyTorch's fused attention with grouped keys and values, as transformers runs it by default
         (LLAMA.format(2, 128, 256, 2_000) + "&num_key_value_heads=2&attn_implementation=sdpa", 4, (256,), False),
         # checkpointed as the libraries do it: each block's saved tensors recomputed, then freed one by one
