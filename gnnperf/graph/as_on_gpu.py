@@ -91,8 +91,10 @@ def as_on_gpu():
 _TO_HALF = {
     F.linear, F.prelu, F.scaled_dot_product_attention, F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d,
     torch.conv1d, torch.conv2d, torch.conv3d, torch.matmul, torch.mm, torch.bmm, torch.addmm, torch.baddbmm,
-    torch.addbmm, torch.mv, torch.einsum, torch.Tensor.__matmul__, torch.Tensor.matmul, torch.Tensor.mm,
-    torch.Tensor.bmm,
+    torch.addbmm, torch.mv, torch.addmv, torch.addr, torch.chain_matmul, torch.linalg.multi_dot, torch.einsum,
+    torch.Tensor.__matmul__, torch.Tensor.__rmatmul__, torch.Tensor.matmul, torch.Tensor.mm, torch.Tensor.bmm,
+    torch.Tensor.addmm, torch.Tensor.baddbmm, torch.Tensor.addbmm, torch.Tensor.mv, torch.Tensor.addmv,
+    torch.Tensor.addr,  # the methods too: autocast casts the ops, however they are called (Bloom's alibi.baddbmm)
 }  # fmt: skip
 _TO_FP32 = {
     F.layer_norm, F.group_norm, F.softmax, F.log_softmax, F.softmin, F.softplus, F.normalize, F.cross_entropy,

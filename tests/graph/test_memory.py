@@ -47,6 +47,26 @@ def test_traced_autocast_saves_what_cpu_autocast_saves_for_a_cnn():
     assert traced > 2 * weights  # their half-precision copies are saved for the backward pass
 
 
+class _Alibi(nn.Module):
+    """Attention scores as Bloom computes them: a Tensor method of the bias, ``alibi.baddbmm(q, k)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.qk = nn.Linear(16, 32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q, k = self.qk(x).chunk(2, dim=-1)
+        alibi = torch.zeros(x.shape[0], x.shape[1], x.shape[1], device=x.device)
+        return alibi.baddbmm(q, k.transpose(1, 2)).relu()
+
+
+def test_traced_autocast_casts_matrix_products_called_as_tensor_methods():
+    model, x = _Alibi(), torch.randn(2, 8, 16)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        real = saved_activation_bytes(model, (x,))
+    assert saved_activation_bytes(model, (x,), autocast=torch.bfloat16) == real
+
+
 class _Attention(nn.Module):
     def __init__(self, dropout: float = 0.0) -> None:
         super().__init__()
