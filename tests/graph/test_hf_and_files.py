@@ -482,7 +482,7 @@ def test_a_balanced_split_is_the_grouped_matrix_product():
         assert torch.allclose(_balanced_grouped_mm(x[:rows], w, offs), expected, atol=1e-5)
 
 
-def test_a_mixture_of_experts_is_exported_with_balanced_routing():
+def test_a_mixture_of_experts_is_exported_with_balanced_routing(capsys):
     """Routing decides how many rows each expert takes, which no exporter traces: with each expert taking an equal
     share, a model of 8 experts of 256, two per token, does the matrix FLOPs of a dense one of 512."""
     moe = summarize(build_graph(MIXTRAL, (64,)), 2)
@@ -492,6 +492,14 @@ def test_a_mixture_of_experts_is_exported_with_balanced_routing():
         dense["mat_flops"], rel=0.01
     )  # and the router's 8 logits a token
     assert moe["params"] > 3 * dense["params"] / 2  # every expert's weights
+    from gnnperf.cli import main
+
+    assert main(["graph", f"{MIXTRAL}&attn_implementation=sdpa", "--seq-len", "64"]) == 0
+    out = capsys.readouterr().out
+    assert "exported with eager attention, which the predictor learned (the model runs sdpa)" in out
+    assert (
+        "assumed: a mixture of 8 experts, 2 per token: traced with each expert taking an equal share" in out
+    )
 
 
 @pytest.mark.parametrize(
