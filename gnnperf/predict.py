@@ -187,9 +187,8 @@ class Predictor:
             return None
         estimate = self._traces.estimate(query)
         memory = estimate.on_device(spec.memory_gb)
-        attention = resolve(query.model).attention  # an hf model's, which the report names where it is eager
-        if attention:
-            memory["attention"] = attention
+        if query.model.startswith("hf:"):  # its attention, which the report names where it is eager
+            memory["attention"] = resolve(query.model).attention
         if max_batch:
             workload, ddp = query.workload(query.input_shape or ()), query.parallel == "ddp"
             memory["largest_batch"] = largest_batch(
