@@ -180,15 +180,16 @@ class Predictor:
             GnnperfError: a model the shape-only trace cannot run, or an ONNX file (no PyTorch model to trace).
         """
         from gnnperf.graph.memory import largest_batch
-        from gnnperf.zoo.resolve import resolve
+        from gnnperf.zoo.resolve import resolve_hf
 
         spec = self.spec(query.hardware, hardware_file)
         if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
             return None
         estimate = self._traces.estimate(query)
         memory = estimate.on_device(spec.memory_gb)
-        if query.model.startswith("hf:"):  # its attention, which the report names where it is eager
-            memory["attention"] = resolve(query.model).attention
+        # an hf model's attention, which the report names where it is eager
+        if (model := resolve_hf(query.model)) is not None:
+            memory["attention"] = model.attention
         if max_batch:
             workload, ddp = query.workload(query.input_shape or ()), query.parallel == "ddp"
             memory["largest_batch"] = largest_batch(
@@ -255,7 +256,7 @@ class Predictor:
         from gnnperf.predictor.model import predict_samples
         from gnnperf.predictor.parallel import ddp_row
         from gnnperf.predictor.recompute import recompute_row
-        from gnnperf.zoo.resolve import resolve
+        from gnnperf.zoo.resolve import resolve_hf
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
         if not queries:
@@ -264,8 +265,7 @@ class Predictor:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
         trained_on = self.info.get("trained_on", {})
         items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
-        # only hf references carry assumptions (ModelSpec.assumptions); resolving a factory's code again is not free
-        assumed = {q.model: resolve(q.model).assumptions for q in queries if q.model.startswith("hf:")}
+        assumed = {q.model: m.assumptions for q in queries if (m := resolve_hf(q.model)) is not None}
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
             if spec.kind != "gpu" and q.num_devices > 1:

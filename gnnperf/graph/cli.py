@@ -60,7 +60,7 @@ def summarize(graph, batch_size: int) -> dict:
 def run(args: argparse.Namespace) -> int:
     from gnnperf.errors import GnnperfError
     from gnnperf.graph.build import GraphCache, build_graph
-    from gnnperf.zoo.resolve import parse_input_shape, resolve
+    from gnnperf.zoo.resolve import parse_input_shape, resolve_hf
 
     if args.batch_size < 1:
         raise GnnperfError(f"--batch-size must be at least 1, got {args.batch_size}")
@@ -77,10 +77,7 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summary))
         return 0
     _print_tables(summary, args.top)
-    if args.model.startswith(
-        "hf:"
-    ):  # what the graph of an hf model stands for where that is not the model as run
-        spec = resolve(args.model)
+    if (spec := resolve_hf(args.model)) is not None:  # where an hf model's graph is not the model as run
         if spec.graph_builder is not None:
             print(
                 f"exported with eager attention, which the predictor learned (the model runs {spec.attention})"

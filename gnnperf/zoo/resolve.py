@@ -155,6 +155,13 @@ def parse_input_shape(text: str | None) -> tuple[int, ...] | None:
     return shape
 
 
+def resolve_hf(ref: str) -> ModelSpec | None:
+    """The spec of an hf reference, else None: where only hf specs carry what a caller reads again after the
+    model was built (``attention``, ``assumptions``), and resolving another reference again is not free (a factory
+    file would run a second time)."""
+    return resolve(ref) if ref.startswith("hf:") else None
+
+
 def resolve(ref: str) -> ModelSpec:
     """Resolve a model reference string; a bad reference raises :class:`GnnperfError`."""
     ref = ref.strip()
