@@ -34,7 +34,7 @@ LLAMA = (
 # (reference, per-sample input shape, batch, checkpointed): update.py's models whose SGD step the estimate is
 # furthest from, transformers at batches where activations and gradients are alike, experiments/checkpointing's
 # models with and without their checkpointing, ten other architectures, and transformers with sdpa attention and
-# mixtures of experts
+# mixtures of experts, complex rotary embeddings
 MODELS = [
     (GPT2, (128,), 1, False), (GPT2, (128,), 4, False), (GPT2, (128,), 16, False),
     (BERT, (128,), 1, False), (BERT, (128,), 8, False),
@@ -66,6 +66,16 @@ MODELS = [
     ("hf:qwen2_moe?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&moe_intermediate_size=256"
      "&shared_expert_intermediate_size=1024&num_attention_heads=8&num_key_value_heads=2&vocab_size=32000&num_experts=16"
      "&num_experts_per_tok=4&attn_implementation=sdpa", (256,), 4, False),
+    # rotary embeddings in complex numbers, traced in real arithmetic (gnnperf.zoo.hf): DeepSeek-V2's latent
+    # attention and grouped experts (eager: its value heads are narrower than its query heads, which sends CPU sdpa
+    # to its unfused path), Llama 4's experts that transformers runs on every token
+    ("hf:deepseek_v2?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&moe_intermediate_size=256"
+     "&num_attention_heads=8&num_key_value_heads=8&kv_lora_rank=128&qk_rope_head_dim=32&qk_nope_head_dim=64"
+     "&v_head_dim=64&n_routed_experts=8&num_experts_per_tok=2&n_shared_experts=1&first_k_dense_replace=1"
+     "&vocab_size=32000", (256,), 4, False),
+    ("hf:llama4_text?num_hidden_layers=4&hidden_size=512&intermediate_size=512&intermediate_size_mlp=1408"
+     "&num_attention_heads=8&num_key_value_heads=2&head_dim=64&num_local_experts=8&vocab_size=32000"
+     "&attn_implementation=sdpa", (256,), 4, False),
 ]  # fmt: skip
 # AMP bf16 (CPU autocast against the trace's CUDA autocast): MLPs, whose ops (matrix products, ReLU, the loss) both
 # lists treat alike (reference, per-sample input shape, batch)

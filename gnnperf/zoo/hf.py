@@ -147,7 +147,7 @@ def hf_spec(path: str) -> ModelSpec:
         attention=attention,
         graph_builder=None if attention == "eager" else partial(build, attention="eager"),
         tracing=traced,
-        assumptions=_experts(config),
+        assumptions=_experts(config, built),
     )
 
 
@@ -186,16 +186,26 @@ def _read_config(p: Path) -> dict[str, Any]:
     return cfg
 
 
-def _experts(config: Any) -> tuple[str, ...]:
-    """What a mixture of experts is predicted with (:func:`traced`), for a config that routes each token to some."""
+def _experts(config: Any, built: type | None) -> tuple[str, ...]:
+    """What a mixture of experts is predicted with, for a config that routes each token to some: balanced routing
+    where transformers runs the experts as grouped experts (:func:`traced`), else its model code as it runs."""
     per_token = getattr(config, "num_experts_per_tok", None)
     counts = [getattr(config, a, None) for a in ("num_local_experts", "num_experts", "n_routed_experts")]
     experts = next((n for n in counts if isinstance(n, int) and n > 1), None)
-    if not isinstance(per_token, int) or experts is None:
+    if experts is None:
         return ()
+    # transformers' own test for a model whose experts run through its grouped-experts interface (the decorator
+    # use_experts_implementation in the model's module); Llama 4's code, for one, runs every expert on every token
+    grouped = getattr(built, "_can_set_experts_implementation", None)
+    how = (
+        "traced with each expert taking an equal share of the routed tokens (a skewed routing runs longer)"
+        if grouped is not None and grouped()
+        else "traced as transformers' code for this model runs them (with its random weights' routing where the "
+        "code follows one)"
+    )
+    per = f", {per_token} per token" if isinstance(per_token, int) else ""
     return (
-        f"a mixture of {experts} experts, {per_token} per token: traced with each expert taking an equal share of "
-        "the routed tokens (a skewed routing runs longer); no model the shipped predictor learned from had experts",
+        f"a mixture of {experts} experts{per}: {how}; no model the shipped predictor learned from had experts",
     )
 
 
@@ -212,10 +222,20 @@ def traced() -> Iterator[None]:
       trace nor the meta device compute (and its grouped matrix product takes half precision only); each expert
       gets an equal share here (:func:`_balanced_grouped_mm`), the balance routers are trained towards. The
       FLOPs, weights read and tensors saved are those of any routing; a skewed one runs longer.
+    - Rotary embeddings in complex numbers (DeepSeek-V2, Llama 4: ``torch.polar``, ``view_as_complex``), which
+      neither exporter writes in ONNX: in real arithmetic (:func:`_rotate`), the same values and FLOPs as the
+      complex product, in the few elementwise ops LLaMA's real rotary runs.
     """
     masking = sys.modules.get("transformers.masking_utils")  # imported with any transformers model
     moe = sys.modules.get("transformers.integrations.moe")
     with ExitStack() as stack:
+        for module_name, (rotary, broadcast) in COMPLEX_ROTARY.items():
+            module = sys.modules.get(module_name)  # imported when such a model was built
+            if module is not None:
+                stack.enter_context(patch.object(getattr(module, rotary), "forward", _real_rotary_forward))
+                stack.enter_context(
+                    patch.object(module, "apply_rotary_emb", partial(_real_rotary, broadcast))
+                )
         if masking is not None and hasattr(masking, "find_packed_sequence_indices"):
             stack.enter_context(
                 patch.object(masking, "find_packed_sequence_indices", lambda position_ids: None)
@@ -223,6 +243,40 @@ def traced() -> Iterator[None]:
         if moe is not None and hasattr(moe, "_grouped_mm"):
             stack.enter_context(patch.object(moe, "_grouped_mm", _balanced_grouped_mm))
         yield
+
+
+# The transformers modules whose rotary embedding is a complex tensor: the embedding's class, and where its
+# apply_rotary_emb broadcasts the rotation over the heads (the axis it inserts, as in (batch, seq, dim/2) ->
+# DeepSeek-V2's (batch, 1, seq, dim/2) for (batch, heads, seq, dim) or Llama 4's (batch, seq, 1, dim/2)).
+COMPLEX_ROTARY = {
+    "transformers.models.deepseek_v2.modeling_deepseek_v2": ("DeepseekV2RotaryEmbedding", 1),
+    "transformers.models.llama4.modeling_llama4": ("Llama4TextRotaryEmbedding", 2),
+}
+
+
+def _real_rotary_forward(self: nn.Module, x: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
+    """A complex rotary embedding's ``forward`` as ``(..., dim/2, 2)`` real pairs ``(cos, sin)`` instead of the
+    unit complex numbers ``polar(1, angle)``, each times the embedding's ``attention_scaling``. (Only the default
+    rope's frequencies: a dynamic rope's change at long sequences moves values, not costs.)"""
+    angles = position_ids[..., None].float() * self.inv_freq.to(device=x.device, dtype=torch.float)
+    return torch.stack((angles.cos(), angles.sin()), dim=-1) * self.attention_scaling
+
+
+def _real_rotary(
+    broadcast: int, xq: torch.Tensor, xk: torch.Tensor, freqs: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``apply_rotary_emb`` of a complex rotary on :func:`_real_rotary_forward`'s pairs."""
+    freqs = freqs.unsqueeze(broadcast)
+    return _rotate(xq, freqs), _rotate(xk, freqs)
+
+
+def _rotate(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
+    """``x``'s consecutive pairs ``(a, b)`` as complex numbers times ``freqs``' ``(cos, sin)``, in real arithmetic,
+    in float32 as transformers computes it and returned in ``x``'s type."""
+    pairs = x.float().reshape(*x.shape[:-1], -1, 2)
+    a, b = pairs.unbind(-1)
+    cos, sin = freqs.unbind(-1)
+    return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2).type_as(x)
 
 
 def _balanced_grouped_mm(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:

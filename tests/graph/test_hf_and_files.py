@@ -502,6 +502,58 @@ def test_a_mixture_of_experts_is_exported_with_balanced_routing(capsys):
     )
 
 
+DEEPSEEK_V2 = (
+    "hf:deepseek_v2?num_hidden_layers=2&hidden_size=128&intermediate_size=256&moe_intermediate_size=64"
+    "&num_attention_heads=4&kv_lora_rank=32&qk_rope_head_dim=16&qk_nope_head_dim=16&v_head_dim=16"
+    "&n_routed_experts=4&num_experts_per_tok=2&first_k_dense_replace=1&vocab_size=1000"
+)
+LLAMA4 = (
+    "hf:llama4_text?num_hidden_layers=2&hidden_size=128&intermediate_size=128&intermediate_size_mlp=256"
+    "&num_attention_heads=4&num_key_value_heads=2&head_dim=32&num_local_experts=4&vocab_size=1000"
+)
+
+
+@pytest.mark.parametrize("model_type", ["deepseek_v2", "llama4_text"])
+def test_a_complex_rotary_traced_in_real_arithmetic_gives_transformers_values(model_type):
+    """DeepSeek-V2 and Llama 4 rotate queries and keys as complex numbers, which neither exporter writes: traced,
+    the same rotation in real arithmetic, with the same values and in the shapes each model's attention takes."""
+    import importlib
+
+    import transformers
+
+    from gnnperf.zoo.hf import COMPLEX_ROTARY, traced
+
+    config = transformers.AutoConfig.for_model(model_type, hidden_size=64, num_attention_heads=2, head_dim=32)
+    (module_name,) = [m for m in COMPLEX_ROTARY if m.endswith(model_type.removesuffix("_text"))]
+    module = importlib.import_module(module_name)
+    rotary = getattr(module, COMPLEX_ROTARY[module_name][0])(config)
+    x, positions = torch.randn(2, 5, 64), torch.arange(5).expand(2, 5)
+    dim = 2 * rotary.inv_freq.numel()  # DeepSeek-V2 rotates a part of each head (qk_rope_head_dim)
+    heads = (
+        (2, 2, 5, dim) if model_type == "deepseek_v2" else (2, 5, 2, dim)
+    )  # (batch, heads, seq) or (batch, seq, heads)
+    q, k = torch.randn(heads), torch.randn(heads)
+    expected = module.apply_rotary_emb(q, k, rotary(x, positions))
+    with traced():
+        freqs = rotary(x, positions)
+        assert not freqs.is_complex()
+        got = module.apply_rotary_emb(q, k, freqs)
+    for a, b in zip(got, expected, strict=True):
+        assert a.shape == b.shape and torch.allclose(a, b, atol=1e-6)
+
+
+def test_models_with_complex_rotary_export_and_say_how_their_experts_are_traced():
+    """Llama 4's code runs every expert on every token (traced so); DeepSeek-V2's runs transformers' grouped experts
+    (traced with balanced routing)."""
+    for ref, how in [
+        (DEEPSEEK_V2, "each expert taking an equal share"),
+        (LLAMA4, "as transformers' code for"),
+    ]:
+        assert summarize(build_graph(ref, (32,)), 2)["mat_flops"] > 0
+        (assumed,) = resolve(ref).assumptions
+        assert how in assumed
+
+
 @pytest.mark.parametrize(
     "ref, says",
     [
