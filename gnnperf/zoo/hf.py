@@ -147,7 +147,7 @@ def hf_spec(path: str) -> ModelSpec:
         attention=attention,
         graph_builder=None if attention == "eager" else partial(build, attention="eager"),
         tracing=traced,
-        assumptions=_experts(config, built),
+        assumptions=_experts(config, built) + (() if class_name or archs else _headless(config, built)),
     )
 
 
@@ -184,6 +184,27 @@ def _read_config(p: Path) -> dict[str, Any]:
             f"hf config {p} has no 'model_type' (expected a JSON object of a transformers config)"
         )
     return cfg
+
+
+def _headless(config: Any, built: type | None) -> tuple[str, ...]:
+    """Where neither the reference nor the config names a class, transformers' base model is built: no language-
+    model head, which a language model's training step has (LLaMA-7B's, 32,000 tokens, has two thirds of a layer's
+    FLOPs; more, relatively, in smaller models); said, with the classes that add one."""
+    import transformers
+
+    mappings = (
+        "MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING",
+        "MODEL_FOR_CAUSAL_LM_MAPPING",
+        "MODEL_FOR_MASKED_LM_MAPPING",
+    )
+    heads = [getattr(transformers, m).get(type(config), None) for m in mappings]
+    names = list(dict.fromkeys(h.__name__ for h in heads if h is not None and h is not built))
+    if built is None or not names:
+        return ()
+    return (
+        f"built as {built.__name__}, the base model without a language-model head (no class named by the reference "
+        f"or the config): add class={' or class='.join(names[:2])} for a language model's training step",
+    )
 
 
 def _experts(config: Any, built: type | None) -> tuple[str, ...]:

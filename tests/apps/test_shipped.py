@@ -311,12 +311,16 @@ def test_a_mixture_of_experts_is_predicted_and_what_it_assumes_is_said(capsys):
     assert main([*args, "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["iteration_time_ms"] > 0 and row["memory"]["fits"]  # the routed experts traced, fp32 included
-    (assumed,) = row["assumptions"]
-    assert assumed.startswith(
+    experts, headless = row["assumptions"]
+    assert experts.startswith(
         "a mixture of 8 experts, 2 per token: traced with each expert taking an equal share"
     )
+    # no class in the reference: the base model, and the class with the language-model head named
+    assert headless.startswith("built as MixtralModel, the base model without a language-model head")
+    assert headless.endswith("add class=MixtralForCausalLM for a language model's training step")
     assert main(args) == 0
-    assert f"  assumed: {assumed}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"  assumed: {experts}" in out and f"  assumed: {headless}" in out
 
 
 def test_the_memory_estimate_from_python_is_the_clis():

@@ -505,11 +505,12 @@ def test_a_mixture_of_experts_is_exported_with_balanced_routing(capsys):
 DEEPSEEK_V2 = (
     "hf:deepseek_v2?num_hidden_layers=2&hidden_size=128&intermediate_size=256&moe_intermediate_size=64"
     "&num_attention_heads=4&kv_lora_rank=32&qk_rope_head_dim=16&qk_nope_head_dim=16&v_head_dim=16"
-    "&n_routed_experts=4&num_experts_per_tok=2&first_k_dense_replace=1&vocab_size=1000"
+    "&n_routed_experts=4&num_experts_per_tok=2&first_k_dense_replace=1&vocab_size=1000&class=DeepseekV2ForCausalLM"
 )
 LLAMA4 = (
     "hf:llama4_text?num_hidden_layers=2&hidden_size=128&intermediate_size=128&intermediate_size_mlp=256"
     "&num_attention_heads=4&num_key_value_heads=2&head_dim=32&num_local_experts=4&vocab_size=1000"
+    "&class=Llama4ForCausalLM"
 )
 
 
