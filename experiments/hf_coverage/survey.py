@@ -31,7 +31,8 @@ SHRINK = {
     **dict.fromkeys(("intermediate_size", "n_inner", "ffn_dim", "d_ff", "encoder_ffn_dim", "decoder_ffn_dim"), 256),
     **dict.fromkeys(("moe_intermediate_size", "shared_expert_intermediate_size", "intermediate_size_mlp"), 128),
     **dict.fromkeys(("num_local_experts", "num_experts", "n_routed_experts"), 4),
-    "num_experts_per_tok": 2,
+    **dict.fromkeys(("num_experts_per_tok", "num_experts_per_token"), 2),
+    **dict.fromkeys(("n_group", "topk_group", "num_expert_group"), 1),  # expert groups: one of all four
 }  # fmt: skip
 # errors that are transformers' own refusal of the small shape or class, before gnnperf builds anything
 CONFIG_ERRORS = ("hf config ", "cannot build hf:")
@@ -56,7 +57,16 @@ def references() -> list[tuple[str, str, str]]:
             for k, v in SHRINK.items()
             if isinstance(fields.get(k), int) and not isinstance(fields[k], bool)
         }
-        if "num_experts_per_tok" in fields and any(k in shrink for k in ("num_local_experts", "num_experts")):
+        if (
+            "kv_lora_rank" in fields
+        ):  # latent attention: its head widths are fields of their own, all heads kept
+            shrink.pop("head_dim", None)
+            shrink |= (
+                {"num_key_value_heads": SHRINK["num_attention_heads"]}
+                if "num_key_value_heads" in shrink
+                else {}
+            )
+        if "num_experts_per_tok" in fields and any("experts" in k for k in shrink):
             shrink["num_experts_per_tok"] = 2  # some configs leave it None, which their own code cannot run
         layers = {k: v for k, v in shrink.items() if SHRINK[k] == 2 and "layer" in k}
         small, deep = (

@@ -77,6 +77,9 @@ def hf_spec(path: str) -> ModelSpec:
         if num_layers is not None:
             config.num_hidden_layers = num_layers
         config.use_cache = False  # a training step keeps no KV cache (and the cache object breaks tracing)
+        if getattr(config, "default_language", "") is None and getattr(config, "languages", None):
+            # X-MOD runs one language's adapters, which it cannot pick without one named: the first (all cost alike)
+            config.default_language = list(config.languages)[0]
         return config
 
     try:
@@ -92,11 +95,26 @@ def hf_spec(path: str) -> ModelSpec:
     name = class_name or (archs[0] if archs else None)
     named_by = "the reference's class=" if class_name else "its 'architectures'"
     cls = getattr(transformers, name, None) if name else None
+    mapped = _mapped_classes(config)
+    substituted: tuple[str, ...] = ()
     if name and cls is None:
-        raise GnnperfError(f"hf config {path}: transformers has no class '{name}' ({named_by})")
+        # a hub config naming its remote-code class (EXAONE's ExaoneForCausalLM, ...) for a model type transformers
+        # now builds with a class of its own (LlamaForCausalLM): that class, with the same head
+        cls = _same_head(name, mapped)
+        if cls is None:
+            raise GnnperfError(f"hf config {path}: transformers has no class '{name}' ({named_by})")
+        substituted = (
+            f"{name} ({named_by}) is no transformers {transformers.__version__} class: built as {cls.__name__}, "
+            f"the class transformers builds a '{cfg['model_type']}' config with",
+        )
     if cls is not None and not (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)):
         raise GnnperfError(f"hf config {path}: '{name}' ({named_by}) is not a transformers model class")
-    if cls is not None and cls.config_class is not None and not isinstance(config, cls.config_class):
+    if (
+        cls is not None
+        and cls.config_class is not None
+        and not isinstance(config, cls.config_class)
+        and cls not in mapped
+    ):
         raise GnnperfError(
             f"hf config {path}: '{name}' ({named_by}) takes a {cls.config_class.__name__}, not the "
             f"{type(config).__name__} of model_type '{cfg['model_type']}'"
@@ -147,7 +165,9 @@ def hf_spec(path: str) -> ModelSpec:
         attention=attention,
         graph_builder=None if attention == "eager" else partial(build, attention="eager"),
         tracing=traced,
-        assumptions=_experts(config, built) + (() if class_name or archs else _headless(config, built)),
+        assumptions=substituted
+        + _experts(config, built)
+        + (() if class_name or archs else _headless(config, built)),
     )
 
 
@@ -186,6 +206,30 @@ def _read_config(p: Path) -> dict[str, Any]:
     return cfg
 
 
+def _mapped_classes(config: Any) -> list[type]:
+    """The model classes transformers' auto classes build a config of this type with (every task's)."""
+    from transformers.models.auto import modeling_auto
+
+    mappings = [getattr(modeling_auto, n) for n in dir(modeling_auto) if n.endswith("_MAPPING")]
+    return [m[type(config)] for m in mappings if hasattr(m, "_model_mapping") and type(config) in m]
+
+
+def _same_head(name: str, mapped: list[type]) -> type | None:
+    """Of ``mapped``, the class with the head ``name`` names (``XForCausalLM`` -> ``YForCausalLM``; ``XLMHeadModel``
+    and ``XModel`` likewise), if any."""
+    head = (
+        name[name.index("For") :]
+        if "For" in name
+        else "LMHeadModel"
+        if name.endswith("LMHeadModel")
+        else "Model"
+    )
+    heads = [
+        c for c in mapped if c.__name__.endswith(head) and (head != "Model" or "LMHead" not in c.__name__)
+    ]
+    return heads[0] if heads else None
+
+
 def _headless(config: Any, built: type | None) -> tuple[str, ...]:
     """Where neither the reference nor the config names a class, transformers' base model is built: no language-
     model head, which a language model's training step has (LLaMA-7B's, 32,000 tokens, has two thirds of a layer's
@@ -210,7 +254,7 @@ def _headless(config: Any, built: type | None) -> tuple[str, ...]:
 def _experts(config: Any, built: type | None) -> tuple[str, ...]:
     """What a mixture of experts is predicted with, for a config that routes each token to some: balanced routing
     where transformers runs the experts as grouped experts (:func:`traced`), else its model code as it runs."""
-    per_token = getattr(config, "num_experts_per_tok", None)
+    per_token = getattr(config, "num_experts_per_tok", None) or getattr(config, "num_experts_per_token", None)
     counts = [getattr(config, a, None) for a in ("num_local_experts", "num_experts", "n_routed_experts")]
     experts = next((n for n in counts if isinstance(n, int) and n > 1), None)
     if experts is None:
@@ -218,9 +262,10 @@ def _experts(config: Any, built: type | None) -> tuple[str, ...]:
     # transformers' own test for a model whose experts run through its grouped-experts interface (the decorator
     # use_experts_implementation in the model's module); Llama 4's code, for one, runs every expert on every token
     grouped = getattr(built, "_can_set_experts_implementation", None)
+    balanced = (grouped is not None and grouped()) or getattr(built, "__module__", "") in BALANCED_EXPERTS
     how = (
         "traced with each expert taking an equal share of the routed tokens (a skewed routing runs longer)"
-        if grouped is not None and grouped()
+        if balanced
         else "traced as transformers' code for this model runs them (with its random weights' routing where the "
         "code follows one)"
     )
@@ -243,13 +288,22 @@ def traced() -> Iterator[None]:
       trace nor the meta device compute (and its grouped matrix product takes half precision only); each expert
       gets an equal share here (:func:`_balanced_grouped_mm`), the balance routers are trained towards. The
       FLOPs, weights read and tensors saved are those of any routing; a skewed one runs longer.
+      Models whose own code splits the tokens by expert (JetMoE: :data:`BALANCED_EXPERTS`) alike.
     - Rotary embeddings in complex numbers (DeepSeek-V2, Llama 4: ``torch.polar``, ``view_as_complex``), which
       neither exporter writes in ONNX: in real arithmetic (:func:`_rotate`), the same values and FLOPs as the
       complex product, in the few elementwise ops LLaMA's real rotary runs.
+    - ``Tensor.exponential_`` (PhiMoE's Gumbel routing noise), which neither exporter writes: drawn as
+      ``-log(1 - U)`` of a uniform draw, the same distribution (:func:`_exponential_`).
     """
     masking = sys.modules.get("transformers.masking_utils")  # imported with any transformers model
     moe = sys.modules.get("transformers.integrations.moe")
     with ExitStack() as stack:
+        stack.enter_context(patch.object(torch.Tensor, "exponential_", _exponential_))
+        for module_name, experts in BALANCED_EXPERTS.items():
+            if (module := sys.modules.get(module_name)) is not None:
+                stack.enter_context(
+                    patch.object(getattr(module, experts), "forward", _balanced_parallel_experts)
+                )
         for module_name, (rotary, broadcast) in COMPLEX_ROTARY.items():
             module = sys.modules.get(module_name)  # imported when such a model was built
             if module is not None:
@@ -300,7 +354,31 @@ def _rotate(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2).type_as(x)
 
 
-def _balanced_grouped_mm(input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+# Model code that splits the routed tokens by expert itself (a list of sizes from the router's values), with the
+# experts' weights as one (experts, out, in) parameter: the module and its experts class.
+BALANCED_EXPERTS = {"transformers.models.jetmoe.modeling_jetmoe": "JetMoeParallelExperts"}
+
+
+def _balanced_parallel_experts(self: nn.Module, inputs: torch.Tensor, expert_size: Any) -> torch.Tensor:
+    """JetMoE's ``ParallelExperts.forward`` (each expert's rows of ``inputs``, sorted by expert, times its weight)
+    with each expert taking an equal share of the rows (``expert_size``, the routed split, is not read)."""
+    return _balanced_grouped_mm(inputs, self.weight.transpose(1, 2), None)
+
+
+def _exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = None) -> torch.Tensor:
+    """``Tensor.exponential_`` as ``-log(1 - U) / lambd``, ``U`` uniform in [0, 1): the same distribution."""
+    return self.copy_(
+        torch.rand(self.shape, dtype=self.dtype, device=self.device, generator=generator)
+        .neg_()
+        .log1p_()
+        .neg_()
+        .div_(lambd)
+    )
+
+
+def _balanced_grouped_mm(
+    input: torch.Tensor, weight: torch.Tensor, offs: torch.Tensor | None
+) -> torch.Tensor:
     """transformers' grouped matrix product ``(S, K) x (E, K, N) -> (S, N)``, the rows sorted by expert, with each
     expert taking an equal share of the rows (``offs``, the routed split, is not read): one batched MatMul."""
     rows, k = input.shape

@@ -555,6 +555,60 @@ def test_models_with_complex_rotary_export_and_say_how_their_experts_are_traced(
         assert how in assumed
 
 
+def test_a_hub_config_naming_a_remote_code_class_is_built_with_the_class_transformers_maps_it_to(tmp_path):
+    """EXAONE's hub config names ExaoneForCausalLM (its remote code); transformers builds an exaone config as a
+    LlamaForCausalLM, which is what gnnperf builds, and says so."""
+    config = {
+        "model_type": "exaone",
+        "architectures": ["ExaoneForCausalLM"],
+        "num_layers": 2,
+        "hidden_size": 64,
+    }
+    config |= {
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "intermediate_size": 128,
+        "vocab_size": 500,
+    }
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(config))
+    spec = resolve(f"hf:{path}")
+    assert type(spec.build().m).__name__ == "LlamaForCausalLM"
+    (assumed,) = spec.assumptions
+    assert assumed.startswith("ExaoneForCausalLM (its 'architectures') is no transformers ")
+    assert assumed.endswith("built as LlamaForCausalLM, the class transformers builds a 'exaone' config with")
+    assert resolve("hf:exaone?class=LlamaForCausalLM&num_layers=2").assumptions == ()  # named, and mapped
+    with pytest.raises(GnnperfError, match="transformers has no class 'ExaoneForMagic'"):
+        resolve("hf:exaone?class=ExaoneForMagic")
+
+
+def test_experts_split_by_the_model_code_and_sampled_routing_noise_are_traced():
+    """JetMoE splits the routed tokens by expert in its own code (sizes read from the router), PhiMoE samples
+    Gumbel noise with Tensor.exponential_: neither exported before. Traced, JetMoE's experts take equal shares (the
+    same product as its code on an even split) and the noise is drawn from the same distribution."""
+    from transformers.models.jetmoe.modeling_jetmoe import JetMoeParallelExperts
+
+    from gnnperf.zoo.hf import traced
+
+    experts, x = JetMoeParallelExperts(4, 16, 8), torch.randn(12, 16)
+    expected = experts(x, [3, 3, 3, 3])
+    with traced():
+        assert torch.allclose(experts(x, [1, 5, 0, 6]), expected, atol=1e-6)  # the routed split is not read
+        torch.manual_seed(0)
+        draws = torch.empty(200_000).exponential_(2.0)
+    assert draws.min() >= 0 and draws.mean().item() == pytest.approx(0.5, rel=0.01)
+    small = "num_hidden_layers=2&hidden_size=128&num_attention_heads=4&num_key_value_heads=2&vocab_size=1000"
+    for ref in (
+        f"hf:jetmoe?class=JetMoeForCausalLM&{small}&intermediate_size=256&num_local_experts=4&num_experts_per_tok=2",
+        f"hf:phimoe?class=PhimoeForCausalLM&{small}&intermediate_size=256&num_local_experts=4&num_experts_per_tok=2",
+        "hf:xmod?class=XmodForCausalLM&num_hidden_layers=2&hidden_size=128&num_attention_heads=4&vocab_size=1000",
+    ):
+        assert summarize(build_graph(ref, (32,)), 2)["mat_flops"] > 0
+    jetmoe = resolve(f"hf:jetmoe?class=JetMoeForCausalLM&{small}&num_local_experts=4&num_experts_per_tok=2")
+    (assumed,) = jetmoe.assumptions
+    assert "each expert taking an equal share" in assumed
+
+
 @pytest.mark.parametrize(
     "ref, says",
     [
