@@ -99,8 +99,9 @@ def hf_spec(path: str) -> ModelSpec:
     substituted: tuple[str, ...] = ()
     if name and cls is None:
         # a hub config naming its remote-code class (EXAONE's ExaoneForCausalLM, ...) for a model type transformers
-        # now builds with a class of its own (LlamaForCausalLM): that class, with the same head
-        cls = _same_head(name, mapped)
+        # now builds with a class of its own (LlamaForCausalLM): that class, with the same head (a class the
+        # reference names is the user's to correct)
+        cls = None if class_name else _same_head(name, mapped)
         if cls is None:
             raise GnnperfError(f"hf config {path}: transformers has no class '{name}' ({named_by})")
         substituted = (
@@ -217,13 +218,12 @@ def _mapped_classes(config: Any) -> list[type]:
 def _same_head(name: str, mapped: list[type]) -> type | None:
     """Of ``mapped``, the class with the head ``name`` names (``XForCausalLM`` -> ``YForCausalLM``; ``XLMHeadModel``
     and ``XModel`` likewise), if any."""
-    head = (
-        name[name.index("For") :]
-        if "For" in name
-        else "LMHeadModel"
-        if name.endswith("LMHeadModel")
-        else "Model"
-    )
+    if "For" in name:
+        head = name[name.index("For") :]
+    elif name.endswith("Model"):
+        head = "LMHeadModel" if name.endswith("LMHeadModel") else "Model"
+    else:
+        return None
     heads = [
         c for c in mapped if c.__name__.endswith(head) and (head != "Model" or "LMHead" not in c.__name__)
     ]
