@@ -132,9 +132,12 @@ def hf_spec(path: str) -> ModelSpec:
         )
     if not hasattr(config, "vocab_size") or main_input != "input_ids":
         why = f"its input is {main_input}" if main_input != "input_ids" else "no vocab_size"
+        # a multimodal config (Llama 4, Gemma 3, Qwen 3.5, ...) holds its language model's as text_config
+        text = getattr(getattr(config, "text_config", None), "model_type", None)
+        hint = f"; its language model alone is its text_config, model_type '{text}'" if text else ""
         raise GnnperfError(
             f"hf config {path}: a {cfg['model_type']} model takes no token ids ({why}); hf: references are text "
-            "models, export others to ONNX or give a package.module:factory"
+            f"models, export others to ONNX or give a package.module:factory{hint}"
         )
     if not isinstance(config.vocab_size, int) or config.vocab_size < 1:
         raise GnnperfError(f"hf config {path}: vocab_size must be at least 1, got {config.vocab_size!r}")

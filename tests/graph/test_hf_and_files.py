@@ -248,6 +248,10 @@ def test_model_too_large_for_memory_is_refused_before_it_is_built(monkeypatch):
         ("5", "has no 'model_type'"),  # JSON, but no object
         ('{"model_type": "bert", "hidden_size": "abc"}', "hidden_size"),  # transformers' own validation
         ('{"model_type": "resnet"}', "takes no token ids"),  # a vision config: no token ids to feed
+        (  # a multimodal config: its language model named
+            '{"model_type": "llama4"}',
+            "takes no token ids .*; its language model alone is its text_config, model_type 'llama4_text'$",
+        ),
         ('{"model_type": "bert", "architectures": ["BertForNothing"]}', "no class 'BertForNothing'"),
         ('{"model_type": "gpt2", "architectures": "GPT2LMHeadModel"}', "must be a list of class names"),
         ('{"model_type": "gpt2", "n_layer": -1}', "num_hidden_layers must be at least 1, got -1"),
