@@ -1,6 +1,7 @@
-"""Which transformers language models ``gnnperf predict`` handles: every model type with a causal-LM class.
+"""Which transformers language models ``gnnperf predict`` handles: every model type with a language-model head.
 
-For each model type of the installed transformers that has a ``...ForCausalLM`` class (``MODEL_FOR_CAUSAL_LM_MAPPING``),
+For each model type of the installed transformers with a language-model class (its causal-LM class, else its
+sequence-to-sequence one, else its masked-LM one: ``MODEL_FOR_CAUSAL_LM_MAPPING``, ...),
 a small shape of its default config (the fields of :data:`SHRINK` it has, set so; the rest its defaults) is
 predicted as a user would (where that shape fails, again at the default widths with two layers, so that a failure
 of the small shape alone is not counted as gnnperf's): ``gnnperf predict hf:TYPE?class=...&field=value... --hardware a100-sxm4-80gb
@@ -34,19 +35,22 @@ SHRINK = {
     **dict.fromkeys(("num_experts_per_tok", "num_experts_per_token"), 2),
     **dict.fromkeys(("n_group", "topk_group", "num_expert_group"), 1),  # expert groups: one of all four
 }  # fmt: skip
+# language-model heads in the order a model type's class is chosen
+TASKS = ("CAUSAL_LM", "SEQ_TO_SEQ_CAUSAL_LM", "MASKED_LM")
 # errors that are transformers' own refusal of the small shape or class, before gnnperf builds anything
 CONFIG_ERRORS = ("hf config ", "cannot build hf:")
 
 
 def references() -> list[tuple[str, str, str]]:
     """(model type, reference at a small shape, reference at the default widths with two layers) for every model
-    type with a causal-LM class."""
+    type with a language-model class."""
     import transformers
 
+    heads = [getattr(transformers, f"MODEL_FOR_{task}_MAPPING") for task in TASKS]
     rows = []
     for model_type, config_class in sorted(transformers.CONFIG_MAPPING.items()):
-        causal = transformers.MODEL_FOR_CAUSAL_LM_MAPPING.get(config_class, None)
-        if causal is None:
+        head = next((m[config_class] for m in heads if config_class in m), None)
+        if head is None:
             continue
         try:
             fields = config_class().to_dict()
@@ -70,7 +74,7 @@ def references() -> list[tuple[str, str, str]]:
             shrink["num_experts_per_tok"] = 2  # some configs leave it None, which their own code cannot run
         layers = {k: v for k, v in shrink.items() if SHRINK[k] == 2 and "layer" in k}
         small, deep = (
-            [f"class={causal.__name__}", *(f"{k}={v}" for k, v in d.items())] for d in (shrink, layers)
+            [f"class={head.__name__}", *(f"{k}={v}" for k, v in d.items())] for d in (shrink, layers)
         )
         rows.append((model_type, f"hf:{model_type}?{'&'.join(small)}", f"hf:{model_type}?{'&'.join(deep)}"))
     return rows

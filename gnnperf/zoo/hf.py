@@ -71,18 +71,20 @@ def hf_spec(path: str) -> ModelSpec:
         )
 
     def make_config(num_layers: int | None):
-        # the precision is the workload's (--precision), not the config's torch_dtype (most hub configs have one)
-        kw = {k: v for k, v in cfg.items() if k not in ("model_type", "torch_dtype", "dtype")}
-        config = transformers.AutoConfig.for_model(cfg["model_type"], **kw)
+        config = transformers.AutoConfig.for_model(cfg["model_type"], **_fields(cfg))
         if num_layers is not None:
             config.num_hidden_layers = num_layers
         config.use_cache = False  # a training step keeps no KV cache (and the cache object breaks tracing)
         if getattr(config, "default_language", "") is None and getattr(config, "languages", None):
             # X-MOD runs one language's adapters, which it cannot pick without one named: the first (all cost alike)
             config.default_language = list(config.languages)[0]
+        for field in LAYERDROP:  # every layer runs (see _layerdrop)
+            if getattr(config, field, 0):
+                setattr(config, field, 0.0)
         return config
 
     try:
+        layerdrop = _layerdrop(transformers.AutoConfig.for_model(cfg["model_type"], **_fields(cfg)))
         config = make_config(None)
     except Exception as e:  # transformers validates fields with its own error types (strict dataclasses...)
         # it lists every model type it knows after an unknown one: keep the first sentence
@@ -170,8 +172,33 @@ def hf_spec(path: str) -> ModelSpec:
         graph_builder=None if attention == "eager" else partial(build, attention="eager"),
         tracing=traced,
         assumptions=substituted
+        + layerdrop
         + _experts(config, built)
         + (() if class_name or archs else _headless(config, built)),
+    )
+
+
+def _fields(cfg: dict[str, Any]) -> dict[str, Any]:
+    """A config's fields as transformers is given them: the precision is the workload's (--precision), not the
+    config's torch_dtype (most hub configs have one)."""
+    return {k: v for k, v in cfg.items() if k not in ("model_type", "torch_dtype", "dtype")}
+
+
+# LayerDrop: in training each layer is skipped with this probability, drawn at every step (M2M100, NLLB-MoE,
+# SeamlessM4T; speech encoders)
+LAYERDROP = ("layerdrop", "encoder_layerdrop", "decoder_layerdrop")
+
+
+def _layerdrop(config: Any) -> tuple[str, ...]:
+    """Built with LayerDrop off: an exported training graph would keep the layers one random draw kept, and the
+    shape-only memory trace cannot draw; said where the config has it."""
+    drop = {f: v for f in LAYERDROP if isinstance(v := getattr(config, f, 0), int | float) and v > 0}
+    if not drop:
+        return ()
+    said = ", ".join(f"{f} {v:g}" for f, v in drop.items())
+    return (
+        f"LayerDrop off ({said}): every layer runs in the step predicted; training with it skips each layer with "
+        "that probability, so a step is on average about that fraction shorter",
     )
 
 

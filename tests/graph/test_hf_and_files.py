@@ -592,6 +592,28 @@ def test_a_hub_config_naming_a_remote_code_class_is_built_with_the_class_transfo
             resolve(f"hf:exaone?class={bad}")
 
 
+def test_layerdrop_is_off_so_the_graph_and_the_memory_trace_have_every_layer():
+    """M2M100 skips each layer with its LayerDrop probability in training, one draw per step: exported with it on,
+    the graph kept the layers one draw kept, and the shape-only memory trace could not draw at all."""
+    from gnnperf.graph.memory import training_memory
+    from gnnperf.measure.workload import Workload
+
+    m2m = (
+        "hf:m2m_100?class=M2M100ForConditionalGeneration&encoder_layers=2&decoder_layers=2&d_model=64"
+        "&encoder_attention_heads=4&decoder_attention_heads=4&encoder_ffn_dim=128&decoder_ffn_dim=128&vocab_size=500"
+    )
+    dropping = f"{m2m}&encoder_layerdrop=0.9&decoder_layerdrop=0.9"
+    (assumed,) = resolve(dropping).assumptions
+    assert assumed.startswith(
+        "LayerDrop off (encoder_layerdrop 0.9, decoder_layerdrop 0.9): every layer runs"
+    )
+    assert len(build_graph(dropping, (16,)).nodes) == len(
+        build_graph(m2m + "&encoder_layerdrop=0", (16,)).nodes
+    )
+    memory = training_memory(dropping, Workload(input_shape=(16,), batch_size=2, optimizer="sgd"))
+    assert memory.activations_mb > 0
+
+
 def test_experts_split_by_the_model_code_and_sampled_routing_noise_are_traced():
     """JetMoE splits the routed tokens by expert in its own code (sizes read from the router), PhiMoE samples
     Gumbel noise with Tensor.exponential_: neither exported before. Traced, JetMoE's experts take equal shares (the
