@@ -293,8 +293,10 @@ def _experts(config: Any, built: type | None) -> tuple[str, ...]:
     # use_experts_implementation in the model's module); Llama 4's code, for one, runs every expert on every token
     grouped = getattr(built, "_can_set_experts_implementation", None)
     balanced = (grouped is not None and grouped()) or getattr(built, "__module__", "") in BALANCED_EXPERTS
+    capacity = getattr(config, "expert_capacity", None)  # Switch Transformers: tokens per expert and sequence
+    capped = f", up to its capacity of {capacity} a sequence" if isinstance(capacity, int) else ""
     how = (
-        "traced with each expert taking an equal share of the routed tokens (a skewed routing runs longer)"
+        f"traced with each expert taking an equal share of the routed tokens{capped} (a skewed routing runs longer)"
         if balanced
         else "traced as transformers' code for this model runs them (with its random weights' routing where the "
         "code follows one)"
@@ -318,7 +320,8 @@ def traced() -> Iterator[None]:
       trace nor the meta device compute (and its grouped matrix product takes half precision only); each expert
       gets an equal share here (:func:`_balanced_grouped_mm`), the balance routers are trained towards. The
       FLOPs, weights read and tensors saved are those of any routing; a skewed one runs longer.
-      Models whose own code splits the tokens by expert (JetMoE: :data:`BALANCED_EXPERTS`) alike.
+      Models whose own code picks each expert's tokens (JetMoE, Switch Transformers: :data:`BALANCED_EXPERTS`)
+      alike, Switch up to each expert's capacity.
     - Rotary embeddings in complex numbers (DeepSeek-V2, Llama 4: ``torch.polar``, ``view_as_complex``), which
       neither exporter writes in ONNX: in real arithmetic (:func:`_rotate`), the same values and FLOPs as the
       complex product, in the few elementwise ops LLaMA's real rotary runs.
@@ -329,11 +332,9 @@ def traced() -> Iterator[None]:
     moe = sys.modules.get("transformers.integrations.moe")
     with ExitStack() as stack:
         stack.enter_context(patch.object(torch.Tensor, "exponential_", _exponential_))
-        for module_name, experts in BALANCED_EXPERTS.items():
+        for module_name, (experts, forward) in BALANCED_EXPERTS.items():
             if (module := sys.modules.get(module_name)) is not None:
-                stack.enter_context(
-                    patch.object(getattr(module, experts), "forward", _balanced_parallel_experts)
-                )
+                stack.enter_context(patch.object(getattr(module, experts), "forward", forward))
         for module_name, (rotary, broadcast) in COMPLEX_ROTARY.items():
             module = sys.modules.get(module_name)  # imported when such a model was built
             if module is not None:
@@ -384,15 +385,38 @@ def _rotate(x: torch.Tensor, freqs: torch.Tensor) -> torch.Tensor:
     return torch.stack((a * cos - b * sin, a * sin + b * cos), dim=-1).flatten(-2).type_as(x)
 
 
-# Model code that splits the routed tokens by expert itself (a list of sizes from the router's values), with the
-# experts' weights as one (experts, out, in) parameter: the module and its experts class.
-BALANCED_EXPERTS = {"transformers.models.jetmoe.modeling_jetmoe": "JetMoeParallelExperts"}
-
-
 def _balanced_parallel_experts(self: nn.Module, inputs: torch.Tensor, expert_size: Any) -> torch.Tensor:
     """JetMoE's ``ParallelExperts.forward`` (each expert's rows of ``inputs``, sorted by expert, times its weight)
     with each expert taking an equal share of the rows (``expert_size``, the routed split, is not read)."""
     return _balanced_grouped_mm(inputs, self.weight.transpose(1, 2), None)
+
+
+def _balanced_switch_mlp(self: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
+    """Switch Transformers' ``SparseMLP.forward`` with each expert taking an equal share of the tokens, up to its
+    capacity per sequence (``expert_capacity``: the tokens above it skip the experts, as the router's mask drops
+    them). The router runs; which expert it picks is not read."""
+    batch, seq, hidden = hidden_states.shape
+    _, weights, _ = self.router(hidden_states)
+    x, w = hidden_states.reshape(-1, hidden), weights.reshape(-1, 1)
+    experts = self.router.num_experts
+    share = min(batch * self.router.expert_capacity, -(-x.shape[0] // experts))
+    rows = [slice(e * share, (e + 1) * share) for e in range(experts)]
+    out = [self.experts[f"expert_{e}"](x[r]) * w[r] for e, r in enumerate(rows)]
+    kept = sum(o.shape[0] for o in out)
+    if kept < x.shape[0]:  # dropped over capacity: zero, as the layer's residual passes them on
+        out.append(x.new_zeros(x.shape[0] - kept, hidden))
+    return torch.cat(out).reshape(batch, seq, hidden)
+
+
+# Model code that picks each expert's tokens itself (a list of sizes from the router's values, or a loop over the
+# experts hit): the module, the class and the balanced forward it is traced with
+BALANCED_EXPERTS = {
+    "transformers.models.jetmoe.modeling_jetmoe": ("JetMoeParallelExperts", _balanced_parallel_experts),
+    "transformers.models.switch_transformers.modeling_switch_transformers": (
+        "SwitchTransformersSparseMLP",
+        _balanced_switch_mlp,
+    ),
+}
 
 
 def _exponential_(self: torch.Tensor, lambd: float = 1.0, *, generator: Any = None) -> torch.Tensor:

@@ -592,6 +592,32 @@ def test_a_hub_config_naming_a_remote_code_class_is_built_with_the_class_transfo
             resolve(f"hf:exaone?class={bad}")
 
 
+def test_switch_experts_are_traced_with_balanced_routing_up_to_their_capacity():
+    """Switch Transformers' experts take the tokens the router picks, in a loop neither exporter traces: traced,
+    each of 4 experts takes an equal share up to its capacity per sequence (3 here: 2 sequences x 3 = 6 of the 8
+    tokens an even split would give it), and the model exports and traces for its memory."""
+    from gnnperf.graph.memory import training_memory
+    from gnnperf.measure.workload import Workload
+    from gnnperf.zoo.hf import traced
+
+    ref = (
+        "hf:switch_transformers?class=SwitchTransformersForConditionalGeneration&num_layers=2&d_model=64&d_ff=128"
+        "&num_heads=4&d_kv=16&num_experts=4&expert_capacity=3&vocab_size=500"
+    )
+    spec = resolve(ref)
+    model = spec.build()
+    rows = []
+    for name, module in model.named_modules():
+        if name.endswith("mlp.experts.expert_0"):
+            module.register_forward_hook(lambda m, args, out: rows.append(args[0].shape[0]))
+    with traced():
+        model(*spec.make_inputs(2, (16,)))
+    assert rows and set(rows) == {6}
+    assert "up to its capacity of 3 a sequence" in spec.assumptions[0]
+    assert summarize(build_graph(ref, (16,)), 2)["mat_flops"] > 0
+    assert training_memory(ref, Workload(input_shape=(16,), batch_size=2, optimizer="sgd")).activations_mb > 0
+
+
 def test_layerdrop_is_off_so_the_graph_and_the_memory_trace_have_every_layer():
     """M2M100 skips each layer with its LayerDrop probability in training, one draw per step: exported with it on,
     the graph kept the layers one draw kept, and the shape-only memory trace could not draw at all."""
