@@ -34,7 +34,7 @@ LLAMA = (
 # (reference, per-sample input shape, batch, checkpointed): update.py's models whose SGD step the estimate is
 # furthest from, transformers at batches where activations and gradients are alike, experiments/checkpointing's
 # models with and without their checkpointing, ten other architectures, and transformers with sdpa attention and
-# mixtures of experts, complex rotary embeddings
+# mixtures of experts, complex rotary embeddings, Switch Transformers
 MODELS = [
     (GPT2, (128,), 1, False), (GPT2, (128,), 4, False), (GPT2, (128,), 16, False),
     (BERT, (128,), 1, False), (BERT, (128,), 8, False),
@@ -76,6 +76,12 @@ MODELS = [
     ("hf:llama4_text?num_hidden_layers=4&hidden_size=512&intermediate_size=512&intermediate_size_mlp=1408"
      "&num_attention_heads=8&num_key_value_heads=2&head_dim=64&num_local_experts=8&vocab_size=32000"
      "&attn_implementation=sdpa", (256,), 4, False),
+    # Switch Transformers' experts, traced with balanced routing up to each expert's capacity (run: the router's
+    # picks, the tokens over capacity dropped); at capacity 64 a sequence the even split (32) is under it, at 16 over
+    *[("hf:switch_transformers?class=SwitchTransformersForConditionalGeneration&num_layers=2&num_decoder_layers=2"
+       "&d_model=512&d_ff=1024&num_heads=8&d_kv=64&num_experts=8&vocab_size=32000&dropout_rate=0"
+       f"&num_sparse_encoder_layers=2&num_sparse_decoder_layers=2&expert_capacity={c}", (256,), 4, False)
+      for c in (64, 16)],
 ]  # fmt: skip
 # AMP bf16 (CPU autocast against the trace's CUDA autocast): MLPs, whose ops (matrix products, ReLU, the loss) both
 # lists treat alike (reference, per-sample input shape, batch)
