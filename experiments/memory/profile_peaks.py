@@ -60,13 +60,13 @@ MODELS = [
     (GPT2 + "&attn_implementation=sdpa", (128,), 4, False), (BERT + "&attn_implementation=sdpa", (128,), 8, False),
     (LLAMA + "&attn_implementation=sdpa", (256,), 4, False),
     (LLAMA.replace("num_key_value_heads=8", "num_key_value_heads=2") + "&attn_implementation=sdpa", (256,), 4, False),
-    # mixtures of experts, run with their routing, traced with each expert taking an equal share (gnnperf.zoo.hf)
+    # mixtures of experts, run with their routing, traced with each expert taking an equal share (gnnperf.zoo.hf_tracing)
     ("hf:mixtral?num_hidden_layers=4&hidden_size=512&intermediate_size=1024&num_attention_heads=8&num_key_value_heads=2"
      "&vocab_size=32000&num_local_experts=8&attn_implementation=sdpa", (256,), 4, False),
     ("hf:qwen2_moe?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&moe_intermediate_size=256"
      "&shared_expert_intermediate_size=1024&num_attention_heads=8&num_key_value_heads=2&vocab_size=32000&num_experts=16"
      "&num_experts_per_tok=4&attn_implementation=sdpa", (256,), 4, False),
-    # rotary embeddings in complex numbers, traced in real arithmetic (gnnperf.zoo.hf): DeepSeek-V2's latent
+    # rotary embeddings in complex numbers, traced in real arithmetic (gnnperf.zoo.hf_tracing): DeepSeek-V2's latent
     # attention and grouped experts (eager: its value heads are narrower than its query heads, which sends CPU sdpa
     # to its unfused path), Llama 4's experts that transformers runs on every token
     ("hf:deepseek_v2?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&moe_intermediate_size=256"

@@ -68,7 +68,7 @@ class ModelSpec:
             model with ``sdpa`` attention is exported with eager attention, which the predictor learned (the
             exporter writes the fused op as the same MatMul and Softmax, with mask guards no training graph had).
         tracing: a context under which the model is traced (exported, or run shape-only for its memory), where
-            that differs from running it: for hf models, :func:`gnnperf.zoo.hf.traced` (token positions of one
+            that differs from running it: for hf models, :func:`gnnperf.zoo.hf_tracing.traced` (token positions of one
             sequence per row, mixture-of-experts routing balanced).
         assumptions: what predictions of the model assume where its code leaves it to the values it runs on, said
             with them (an hf mixture of experts: balanced routing).

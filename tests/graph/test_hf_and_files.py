@@ -477,7 +477,7 @@ MIXTRAL = (
 
 def test_a_balanced_split_is_the_grouped_matrix_product():
     """Where the router splits the rows evenly (the last expert one short), the traced product is transformers'."""
-    from gnnperf.zoo.hf import _balanced_grouped_mm
+    from gnnperf.zoo.hf_tracing import _balanced_grouped_mm
 
     x, w = torch.randn(8, 16), torch.randn(4, 16, 8)
     for rows, offsets in [(8, [2, 4, 6, 8]), (7, [2, 4, 6, 7])]:
@@ -526,7 +526,7 @@ def test_a_complex_rotary_traced_in_real_arithmetic_gives_transformers_values(mo
 
     import transformers
 
-    from gnnperf.zoo.hf import COMPLEX_ROTARY, traced
+    from gnnperf.zoo.hf_tracing import COMPLEX_ROTARY, traced
 
     config = transformers.AutoConfig.for_model(model_type, hidden_size=64, num_attention_heads=2, head_dim=32)
     (module_name,) = [m for m in COMPLEX_ROTARY if m.endswith(model_type.removesuffix("_text"))]
@@ -598,7 +598,7 @@ def test_switch_experts_are_traced_with_balanced_routing_up_to_their_capacity():
     tokens an even split would give it), and the model exports and traces for its memory."""
     from gnnperf.graph.memory import training_memory
     from gnnperf.measure.workload import Workload
-    from gnnperf.zoo.hf import traced
+    from gnnperf.zoo.hf_tracing import traced
 
     ref = (
         "hf:switch_transformers?class=SwitchTransformersForConditionalGeneration&num_layers=2&d_model=64&d_ff=128"
@@ -646,7 +646,7 @@ def test_experts_split_by_the_model_code_and_sampled_routing_noise_are_traced():
     same product as its code on an even split) and the noise is drawn from the same distribution."""
     from transformers.models.jetmoe.modeling_jetmoe import JetMoeParallelExperts
 
-    from gnnperf.zoo.hf import traced
+    from gnnperf.zoo.hf_tracing import traced
 
     experts, x = JetMoeParallelExperts(4, 16, 8), torch.randn(12, 16)
     torch.nn.init.normal_(experts.weight)  # built with torch.empty
