@@ -65,11 +65,8 @@ def references() -> list[tuple[str, str, str]]:
             "kv_lora_rank" in fields
         ):  # latent attention: its head widths are fields of their own, all heads kept
             shrink.pop("head_dim", None)
-            shrink |= (
-                {"num_key_value_heads": SHRINK["num_attention_heads"]}
-                if "num_key_value_heads" in shrink
-                else {}
-            )
+            if "num_key_value_heads" in shrink:
+                shrink["num_key_value_heads"] = SHRINK["num_attention_heads"]
         if "num_experts_per_tok" in fields and any("experts" in k for k in shrink):
             shrink["num_experts_per_tok"] = 2  # some configs leave it None, which their own code cannot run
         layers = {k: v for k, v in shrink.items() if SHRINK[k] == 2 and "layer" in k}
