@@ -568,12 +568,7 @@ def test_a_hub_config_naming_a_remote_code_class_is_built_with_the_class_transfo
         "num_layers": 2,
         "hidden_size": 64,
     }
-    config |= {
-        "num_attention_heads": 4,
-        "num_key_value_heads": 2,
-        "intermediate_size": 128,
-        "vocab_size": 500,
-    }
+    config.update(num_attention_heads=4, num_key_value_heads=2, intermediate_size=128, vocab_size=500)
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config))
     spec = resolve(f"hf:{path}")
