@@ -15,7 +15,6 @@ on a device, one reference adds its own error (``experiments/timm_infer_lodo``: 
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -250,12 +249,10 @@ class Predictor:
         from gnnperf.predictor.anchors import calibration_key, scale
         from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
         from gnnperf.predictor.breakdown import by_class, top_groups
-        from gnnperf.predictor.coverage import extrapolation, same_rate_precision
+        from gnnperf.predictor.coverage import same_rate_precision
         from gnnperf.predictor.floors import DEVICE, UPDATE, Floors
-        from gnnperf.predictor.interval import interval_for
         from gnnperf.predictor.model import predict_samples
-        from gnnperf.predictor.parallel import ddp_row
-        from gnnperf.predictor.recompute import recompute_row
+        from gnnperf.predictor.rows import time_row
         from gnnperf.zoo.resolve import resolve_hf
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
@@ -336,40 +333,10 @@ class Predictor:
         for i, (graph, spec, workload) in enumerate(graphs):
             cap_batch = capped[i][1]
             ms, floor, least = floored[i]
-            (lo, hi), scope = interval_for(self.info, spec.name, workload.mode, workload.precision)
-            row = {
-                "model": graph.model_ref,
-                "hardware": spec.name,
-                "hardware_seen_in_training": spec.name in self.devices,
-                "batch_size": workload.batch_size,
-                "input_shape": list(graph.input_shape),
-                "precision": workload.precision,
-                "mode": workload.mode,
-                "optimizer": workload.optimizer,
-                "timed": workload.timed_label,
-                "memory_format": workload.memory_format,
-                "num_devices": workload.num_devices,
-                "parallel": queries[i].parallel,
-                "iteration_time_ms": ms,
-                "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
-                "interval_coverage": self.info.get("interval_coverage"),
-                "interval_scope": scope,
-                "checkpoint": str(self.path),
-            }
-            row.update(extrapolation(self, row, graph, spec, workload, items[i].u[0]))
-            row["assumptions"] = list(assumed.get(queries[i].model, ()))
-            # as asked (the calibration key and reports follow the query), predicted as the step it times
-            row["memory_format"], row["channels_last_moot"] = queries[i].memory_format, layout_moot[i]
-            row["precision"] = queries[i].precision
-            row["precision_predicted_as"] = (
-                workload.precision if workload.precision != row["precision"] else None
-            )
-            if (ck := checkpointed[i]) is not None:  # the step, then the blocks' forward pass again
-                row["activation_checkpointing"] = recompute_row(ms, ck.blocks, ck.recompute_share)
-                row["iteration_time_ms"] += row["activation_checkpointing"]["recompute_ms"]
-                row["interval_ms"] = [v * row["iteration_time_ms"] / ms for v in row["interval_ms"]]
-            if queries[i].parallel == "ddp":
-                row.update(ddp_row(row, graph.param_count(), spec, queries[i].num_devices))
+            row = time_row(
+                self, queries[i], graph, spec, workload, ms, u=items[i].u[0],
+                assumptions=assumed.get(queries[i].model, ()), layout_moot=layout_moot[i], checkpointed=checkpointed[i],
+            )  # fmt: skip
             row["capped_at_batch"] = cap_batch
             if cap_batch is not None:
                 row["uncapped_ms"] = float(all_ms[i])
