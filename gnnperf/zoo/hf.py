@@ -74,13 +74,9 @@ def hf_spec(path: str) -> ModelSpec:
         if getattr(config, "default_language", "") is None and getattr(config, "languages", None):
             # X-MOD runs one language's adapters, which it cannot pick without one named: the first (all cost alike)
             config.default_language = list(config.languages)[0]
-        for field in LAYERDROP:  # every layer runs (see _layerdrop)
-            if getattr(config, field, 0):
-                setattr(config, field, 0.0)
         return config
 
     try:
-        layerdrop = _layerdrop(transformers.AutoConfig.for_model(cfg["model_type"], **_fields(cfg)))
         config = make_config(None)
     except Exception as e:  # transformers validates fields with its own error types (strict dataclasses...)
         # it lists every model type it knows after an unknown one: keep the first sentence
@@ -143,6 +139,9 @@ def hf_spec(path: str) -> ModelSpec:
     def build(num_layers: int | None, attention: str = attention) -> nn.Module:
         c = make_config(num_layers)
         c._attn_implementation = attention
+        for field in LAYERDROP:  # every layer runs (see _layerdrop)
+            if getattr(c, field, 0):
+                setattr(c, field, 0.0)
         model = cls._from_config(c) if cls is not None else transformers.AutoModel.from_config(c)
         return HFLogits(model, bool(getattr(c, "is_encoder_decoder", False)))
 
@@ -168,7 +167,7 @@ def hf_spec(path: str) -> ModelSpec:
         graph_builder=None if attention == "eager" else partial(build, attention="eager"),
         tracing=traced,
         assumptions=substituted
-        + layerdrop
+        + _layerdrop(config)
         + _experts(config, built)
         + (() if class_name or archs else _headless(config, built)),
     )

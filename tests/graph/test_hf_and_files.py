@@ -21,20 +21,18 @@ from gnnperf.zoo.resolve import resolve
 NEUSIGHT_CONFIGS = Path(__file__).resolve().parents[3] / "shared/external/neusight/data/DLmodel_configs"
 
 
+def _config_file(path: Path, **fields) -> Path:
+    """A transformers config file of ``fields`` at ``path``."""
+    path.write_text(json.dumps(fields))
+    return path
+
+
 @pytest.fixture
 def gpt2_config(tmp_path) -> Path:
-    cfg = {
-        "model_type": "gpt2",
-        "architectures": ["GPT2LMHeadModel"],
-        "n_layer": 6,
-        "n_embd": 64,
-        "n_head": 4,
-        "n_positions": 128,
-        "vocab_size": 500,
-    }
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(cfg))
-    return path
+    return _config_file(
+        tmp_path / "config.json", model_type="gpt2", architectures=["GPT2LMHeadModel"], n_layer=6, n_embd=64,
+        n_head=4, n_positions=128, vocab_size=500,
+    )  # fmt: skip
 
 
 def test_hf_builds_the_architecture_class(gpt2_config):
@@ -396,15 +394,10 @@ def test_a_python_file_that_cannot_give_a_model_is_one_error(ref, says, tmp_path
 
 def test_an_hf_reference_can_name_the_class_a_run_used(tmp_path):
     # NeuSight timed BERT inference with a classification head that its config (BertLMHeadModel) does not name
-    cfg = {
-        "model_type": "bert",
-        "architectures": ["BertLMHeadModel"],
-        "num_hidden_layers": 2,
-        "hidden_size": 64,
-    }
-    cfg.update(num_attention_heads=4, intermediate_size=128, vocab_size=500, max_position_embeddings=64)
-    path = tmp_path / "bert.json"
-    path.write_text(json.dumps(cfg))
+    path = _config_file(
+        tmp_path / "bert.json", model_type="bert", architectures=["BertLMHeadModel"], num_hidden_layers=2,
+        hidden_size=64, num_attention_heads=4, intermediate_size=128, vocab_size=500, max_position_embeddings=64,
+    )  # fmt: skip
     ref = f"hf:{path}?class=BertForSequenceClassification"
     spec = resolve(ref)
     assert spec.ref == ref and type(spec.build().m).__name__ == "BertForSequenceClassification"
@@ -562,15 +555,10 @@ def test_models_with_complex_rotary_export_and_say_how_their_experts_are_traced(
 def test_a_hub_config_naming_a_remote_code_class_is_built_with_the_class_transformers_maps_it_to(tmp_path):
     """EXAONE's hub config names ExaoneForCausalLM (its remote code); transformers builds an exaone config as a
     LlamaForCausalLM, which is what gnnperf builds, and says so."""
-    config = {
-        "model_type": "exaone",
-        "architectures": ["ExaoneForCausalLM"],
-        "num_layers": 2,
-        "hidden_size": 64,
-    }
-    config.update(num_attention_heads=4, num_key_value_heads=2, intermediate_size=128, vocab_size=500)
-    path = tmp_path / "config.json"
-    path.write_text(json.dumps(config))
+    path = _config_file(
+        tmp_path / "config.json", model_type="exaone", architectures=["ExaoneForCausalLM"], num_layers=2,
+        hidden_size=64, num_attention_heads=4, num_key_value_heads=2, intermediate_size=128, vocab_size=500,
+    )  # fmt: skip
     spec = resolve(f"hf:{path}")
     assert type(spec.build().m).__name__ == "LlamaForCausalLM"
     (assumed,) = spec.assumptions
