@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -54,6 +54,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gnnperf.errors import GnnperfError
+from gnnperf.graph.input_values import InputValues
 from gnnperf.graph.saved import ForwardTrace, trace_saved
 from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.workload import Workload
@@ -166,7 +167,9 @@ def training_memory(
     device, DistributedDataParallel's gradient buckets are counted too; with ``checkpointing`` the model's
     repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
-    under a :class:`FakeTensorMode`; neither allocates. Raises :class:`GnnperfError` for an inference workload,
+    under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
+    global attention) on ``meta`` with its integer inputs' values (:mod:`gnnperf.graph.input_values`); none
+    allocates more than masks. Raises :class:`GnnperfError` for an inference workload,
     an ONNX file (no PyTorch model to trace) or a model neither can run.
     """
     from gnnperf.zoo.resolve import resolve
@@ -178,11 +181,19 @@ def training_memory(
         raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
     one = spec.make_inputs(1, workload.input_shape or None)  # real, one sample: dtypes and per-sample shapes
     failures = []
-    for name, context in (("meta", lambda: torch.device("meta")), ("fake", FakeTensorMode)):
+    meta = lambda: torch.device("meta")  # noqa: E731
+    for name, context, values in (
+        ("meta", meta, False),
+        ("fake", FakeTensorMode, False),
+        ("input values", meta, True),
+    ):
         try:
+            if values:  # integer inputs as the harness draws them (the floating ones stay shapes), one draw
+                seeded = torch.Generator().manual_seed(0)
+                one = spec.make_inputs(workload.batch_size, workload.input_shape or None, generator=seeded)
             # fake tensors log each op they cannot run, with its stack, before the error this turns into one line
             with context(), _quiet("torch._subclasses.fake_tensor", logging.CRITICAL):
-                trace, weight_mb, gradient_bytes, tied_mb = _trace(spec, workload, one, checkpointing)
+                trace, weight_mb, gradient_bytes, tied_mb = _trace(spec, workload, one, checkpointing, values)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
             first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]  # torch's meta errors run long
@@ -283,10 +294,12 @@ def _default_dtype(dtype: torch.dtype):
 
 
 def _trace(
-    spec, workload: Workload, one: tuple[torch.Tensor, ...], checkpointing: bool
+    spec, workload: Workload, one: tuple[torch.Tensor, ...], checkpointing: bool, values: bool = False
 ) -> tuple[ForwardTrace, float, dict[int, int], float]:
     """(what autograd saved, weight MB, bytes of each trainable weight by id, MB of the largest trainable weight
-    registered twice), built and run in the caller's tensor context."""
+    registered twice), built and run in the caller's tensor context; ``one``'s shapes at the workload's batch, or
+    with ``values`` its integer tensors themselves (the workload's batch of them), the forward run under
+    :class:`~gnnperf.graph.input_values.InputValues`."""
     from gnnperf.graph.export import _no_random_init
 
     dtype = _MODEL_DTYPE.get(workload.precision, torch.float32)
@@ -295,11 +308,15 @@ def _trace(
     with _no_random_init(), _default_dtype(dtype), _quiet("transformers"):
         model = spec.build(input_shape=workload.input_shape or None)
     inputs = tuple(
-        torch.empty((workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype)
+        t
+        if values and not t.is_floating_point()
+        else torch.empty(
+            (workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype
+        )
         for t in one
     )
     loss = TrainingLoss(upcast=workload.precision in ("fp16", "bf16"))  # as the harness computes it
-    with spec.tracing():
+    with spec.tracing(), InputValues() if values else nullcontext():
         trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision), checkpointing, loss)
     lazy = torch.nn.parameter.UninitializedTensorMixin
     weights = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]

@@ -43,9 +43,10 @@ def traced() -> Iterator[None]:
     moe = sys.modules.get("transformers.integrations.moe")
     with ExitStack() as stack:
         stack.enter_context(patch.object(torch.Tensor, "exponential_", _exponential_))
-        for module_name, (experts, forward) in BALANCED_EXPERTS.items():
+        for module_name, classes in BALANCED_EXPERTS.items():
             if (module := sys.modules.get(module_name)) is not None:
-                stack.enter_context(patch.object(getattr(module, experts), "forward", forward))
+                for name, forward in classes:
+                    stack.enter_context(patch.object(getattr(module, name), "forward", forward))
         for module_name, (rotary, broadcast) in COMPLEX_ROTARY.items():
             module = sys.modules.get(module_name)  # imported when such a model was built
             if module is not None:
@@ -102,6 +103,20 @@ def _balanced_parallel_experts(self: nn.Module, inputs: torch.Tensor, expert_siz
     return _balanced_grouped_mm(inputs, self.weight.transpose(1, 2), None)
 
 
+def _balanced_topk_gating(self: nn.Module, hidden_states: torch.Tensor) -> tuple[Any, ...]:
+    """JetMoE's ``TopKGating.forward`` (the router's top-k experts per token, their gates, the token-expert pairs
+    sorted by expert) without the experts' sizes read from the routing (``.tolist()``, which no shape-only trace
+    has values for): an equal share each, as :func:`_balanced_parallel_experts` runs them."""
+    logits = self.layer(hidden_states).float()
+    top_k_logits, top_k_indices = logits.topk(self.top_k, dim=1)
+    top_k_gates = torch.softmax(top_k_logits, dim=1).type_as(hidden_states).flatten()
+    index_sorted_experts = top_k_indices.flatten().sort(0)[1]
+    batch_index = index_sorted_experts.div(self.top_k, rounding_mode="trunc")
+    rows, share = top_k_gates.numel(), -(-top_k_gates.numel() // self.num_experts)
+    expert_size = [min(share, max(rows - e * share, 0)) for e in range(self.num_experts)]
+    return index_sorted_experts, batch_index, top_k_gates[index_sorted_experts], expert_size, logits
+
+
 def _balanced_switch_mlp(self: nn.Module, hidden_states: torch.Tensor) -> torch.Tensor:
     """Switch Transformers' ``SparseMLP.forward`` with each expert taking an equal share of the tokens, up to its
     capacity per sequence (``expert_capacity``: the tokens above it skip the experts, as the router's mask drops
@@ -120,12 +135,14 @@ def _balanced_switch_mlp(self: nn.Module, hidden_states: torch.Tensor) -> torch.
 
 
 # Model code that picks each expert's tokens itself (a list of sizes from the router's values, or a loop over the
-# experts hit): the module, the class and the balanced forward it is traced with
+# experts hit): the module, and each class with the balanced forward it is traced with
 BALANCED_EXPERTS = {
-    "transformers.models.jetmoe.modeling_jetmoe": ("JetMoeParallelExperts", _balanced_parallel_experts),
+    "transformers.models.jetmoe.modeling_jetmoe": (
+        ("JetMoeParallelExperts", _balanced_parallel_experts),
+        ("JetMoeTopKGating", _balanced_topk_gating),
+    ),
     "transformers.models.switch_transformers.modeling_switch_transformers": (
-        "SwitchTransformersSparseMLP",
-        _balanced_switch_mlp,
+        ("SwitchTransformersSparseMLP", _balanced_switch_mlp),
     ),
 }
 

@@ -651,6 +651,28 @@ def test_experts_split_by_the_model_code_and_sampled_routing_noise_are_traced():
     assert "each expert taking an equal share" in assumed
 
 
+def test_jetmoe_routing_is_traced_without_reading_the_experts_sizes():
+    """JetMoE's router reads each expert's token count (``.tolist()``), which the memory trace has no values for;
+    traced, it routes as before (the same pairs, sorted by expert, and gates) with equal shares, and the memory
+    estimate runs."""
+    from transformers.models.jetmoe.modeling_jetmoe import JetMoeTopKGating
+
+    from gnnperf.graph.memory import training_memory
+    from gnnperf.measure.workload import Workload
+    from gnnperf.zoo.hf_tracing import traced
+
+    router, x = JetMoeTopKGating(16, num_experts=3, top_k=2), torch.randn(7, 16)
+    expected = router(x)
+    with traced():
+        routed = router(x)
+    for got, want in zip(routed[:3] + routed[4:], expected[:3] + expected[4:], strict=True):
+        assert torch.equal(got, want)
+    assert routed[3] == [5, 5, 4]  # 14 token-expert pairs; the router's own split is expected[3]
+    small = "num_hidden_layers=2&hidden_size=128&num_attention_heads=4&num_key_value_heads=2&vocab_size=1000"
+    ref = f"hf:jetmoe?class=JetMoeForCausalLM&{small}&intermediate_size=256&num_local_experts=4&num_experts_per_tok=2"
+    assert training_memory(ref, Workload(input_shape=(16,), batch_size=2, optimizer="sgd")).activations_mb > 0
+
+
 @pytest.mark.parametrize(
     "ref, says",
     [
