@@ -7,11 +7,7 @@ import torch
 from torch import nn
 
 from gnnperf.graph.input_values import InputValues
-from gnnperf.graph.memory import training_memory
 from gnnperf.graph.saved import trace_saved
-from gnnperf.measure.harness import TrainingLoss
-from gnnperf.measure.workload import Workload
-from gnnperf.zoo.resolve import resolve
 
 
 class _Padded(nn.Module):
@@ -69,27 +65,3 @@ def test_results_past_the_budget_stay_shape_only():
         fits = torch.ones(36, dtype=torch.bool)
     assert small.device.type == "cpu" and small.sum().item() == 16 and seen.device.type == "cpu"
     assert large.device.type == "meta" and fits.device.type == "cpu"
-
-
-@pytest.mark.parametrize(
-    "ref",
-    [
-        "hf:xlm?class=XLMWithLMHeadModel&n_layers=2&n_heads=4&emb_dim=128&vocab_size=1000",  # lengths' .item()
-        "hf:fsmt?class=FSMTForConditionalGeneration&encoder_layers=2&decoder_layers=2&d_model=64"
-        "&encoder_attention_heads=4&decoder_attention_heads=4&encoder_ffn_dim=128&decoder_ffn_dim=128"
-        "&src_vocab_size=1000&tgt_vocab_size=1000",  # padding_mask.any()
-        "hf:xmod?class=XmodForCausalLM&num_hidden_layers=2&hidden_size=64&num_attention_heads=4"
-        "&intermediate_size=128&vocab_size=1000",  # boolean masks over the language ids
-        "hf:longformer?class=LongformerForMaskedLM&num_hidden_layers=2&hidden_size=64&num_attention_heads=4"
-        "&intermediate_size=128&vocab_size=1000&attention_window=16",  # any global attention?
-    ],
-)
-def test_transformers_models_that_read_their_inputs_are_traced_as_a_real_forward(ref):
-    """The estimate's saved tensors are those of a real CPU forward on the same token ids (the meta and fake
-    traces fail on these models); against torch's memory profiler see tests/graph/test_memory.py."""
-    spec = resolve(ref)
-    ids = spec.make_inputs(2, (32,), generator=torch.Generator().manual_seed(0))  # the estimate's draw
-    with spec.tracing():
-        real = trace_saved(spec.build(), ids, loss=TrainingLoss(upcast=False)).plain_bytes()
-    estimate = training_memory(ref, Workload(batch_size=2, input_shape=(32,), optimizer="sgd"))
-    assert estimate.activations_mb * 2**20 == real

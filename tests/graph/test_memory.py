@@ -278,6 +278,20 @@ LLAMA = (
         ("hf:jetmoe?class=JetMoeForCausalLM&num_hidden_layers=2&hidden_size=128&num_attention_heads=4"
          "&num_key_value_heads=2&vocab_size=1000&intermediate_size=256&num_local_experts=4&num_experts_per_tok=2",
          4, (128,), False),
+        # code that reads values of its token ids (gnnperf.graph.input_values); without dropout, whose mask a CPU
+        # saves in the input's type (a GPU in one byte, as traced)
+        ("hf:xlm?class=XLMWithLMHeadModel&n_layers=2&n_heads=4&emb_dim=128&vocab_size=1000&dropout=0"
+         "&attention_dropout=0", 8, (256,), False),  # the lengths' .item()
+        ("hf:fsmt?class=FSMTForConditionalGeneration&encoder_layers=2&decoder_layers=2&d_model=64"
+         "&encoder_attention_heads=4&decoder_attention_heads=4&encoder_ffn_dim=128&decoder_ffn_dim=128"
+         "&src_vocab_size=1000&tgt_vocab_size=1000&dropout=0&attention_dropout=0&activation_dropout=0",
+         8, (256,), False),  # padding_mask.any()
+        ("hf:xmod?class=XmodForCausalLM&num_hidden_layers=2&hidden_size=64&num_attention_heads=4"
+         "&intermediate_size=128&vocab_size=1000&hidden_dropout_prob=0&attention_probs_dropout_prob=0",
+         8, (256,), False),  # boolean masks over the language ids
+        ("hf:longformer?class=LongformerForMaskedLM&num_hidden_layers=2&hidden_size=64&num_attention_heads=4"
+         "&intermediate_size=128&vocab_size=1000&attention_window=16&hidden_dropout_prob=0"
+         "&attention_probs_dropout_prob=0", 8, (256,), False),  # does any token attend globally?
         # PyTorch's fused attention with grouped keys and values, as transformers runs it by default
         (LLAMA.format(2, 128, 256, 2_000) + "&num_key_value_heads=2&attn_implementation=sdpa", 4, (256,), False),
         # checkpointed as the libraries do it: each block's saved tensors recomputed, then freed one by one
