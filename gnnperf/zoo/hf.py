@@ -32,6 +32,11 @@ from gnnperf.zoo.resolve import ModelSpec
 # sdpa, torch's scaled_dot_product_attention, transformers' own default, whose fused GPU kernels keep no attention
 # matrix (the memory estimate traces them so: gnnperf.graph.as_on_gpu)
 ATTENTION = ("eager", "sdpa")
+# What a prediction of an sdpa model assumes: its graph is exported with eager attention (ModelSpec.graph_builder)
+SDPA_TIME = (
+    "sdpa attention: the time is predicted from eager attention's graph (an exported graph cannot tell the fused "
+    "kernels from eager MatMul and Softmax; they are faster at long sequences); the memory as the fused kernels keep it"
+)
 
 
 def hf_spec(path: str) -> ModelSpec:
@@ -167,6 +172,7 @@ def hf_spec(path: str) -> ModelSpec:
         graph_builder=None if attention == "eager" else partial(build, attention="eager"),
         tracing=traced,
         assumptions=substituted
+        + (SDPA_TIME,) * (attention == "sdpa")
         + _layerdrop(config)
         + _experts(config, built)
         + (() if class_name or archs else _headless(config, built)),
