@@ -34,7 +34,7 @@ LLAMA = (
 # (reference, per-sample input shape, batch, checkpointed): update.py's models whose SGD step the estimate is
 # furthest from, transformers at batches where activations and gradients are alike, experiments/checkpointing's
 # models with and without their checkpointing, ten other architectures, and transformers with sdpa attention and
-# mixtures of experts, complex rotary embeddings, Switch Transformers
+# mixtures of experts, complex rotary embeddings, Switch Transformers, models that read their token ids' values
 MODELS = [
     (GPT2, (128,), 1, False), (GPT2, (128,), 4, False), (GPT2, (128,), 16, False),
     (BERT, (128,), 1, False), (BERT, (128,), 8, False),
@@ -82,6 +82,24 @@ MODELS = [
        "&d_model=512&d_ff=1024&num_heads=8&d_kv=64&num_experts=8&vocab_size=32000&dropout_rate=0"
        f"&num_sparse_encoder_layers=2&num_sparse_decoder_layers=2&expert_capacity={c}", (256,), 4, False)
       for c in (64, 16)],
+    # code that reads values of its token ids, traced with them (gnnperf.graph.input_values): XLM's lengths, FSMT's
+    # padding, X-MOD's language ids, Longformer's and LED's global attention; and JetMoE's router, traced without
+    # reading its experts' sizes (dropout off: a CPU keeps its mask in the input's type, a GPU in one byte)
+    ("hf:xlm?class=XLMWithLMHeadModel&n_layers=4&n_heads=8&emb_dim=512&vocab_size=32000&dropout=0"
+     "&attention_dropout=0", (256,), 4, False),
+    ("hf:fsmt?class=FSMTForConditionalGeneration&encoder_layers=2&decoder_layers=2&d_model=512"
+     "&encoder_attention_heads=8&decoder_attention_heads=8&encoder_ffn_dim=1024&decoder_ffn_dim=1024"
+     "&src_vocab_size=32000&tgt_vocab_size=32000&dropout=0&attention_dropout=0&activation_dropout=0", (256,), 4, False),
+    ("hf:xmod?class=XmodForCausalLM&num_hidden_layers=4&hidden_size=512&num_attention_heads=8&intermediate_size=1408"
+     "&vocab_size=32000&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (256,), 4, False),
+    ("hf:longformer?class=LongformerForMaskedLM&num_hidden_layers=4&hidden_size=512&num_attention_heads=8"
+     "&intermediate_size=1408&vocab_size=32000&attention_window=128&max_position_embeddings=1026&hidden_dropout_prob=0"
+     "&attention_probs_dropout_prob=0", (512,), 4, False),
+    ("hf:led?class=LEDForConditionalGeneration&encoder_layers=2&decoder_layers=2&d_model=512"
+     "&encoder_attention_heads=8&decoder_attention_heads=8&encoder_ffn_dim=1024&decoder_ffn_dim=1024"
+     "&vocab_size=32000&attention_window=128&dropout=0&attention_dropout=0&activation_dropout=0", (512,), 4, False),
+    ("hf:jetmoe?class=JetMoeForCausalLM&num_hidden_layers=4&hidden_size=512&num_attention_heads=8&num_key_value_heads=2"
+     "&intermediate_size=1408&num_local_experts=8&num_experts_per_tok=2&vocab_size=32000", (256,), 4, False),
 ]  # fmt: skip
 # AMP bf16 (CPU autocast against the trace's CUDA autocast): MLPs, whose ops (matrix products, ReLU, the loss) both
 # lists treat alike (reference, per-sample input shape, batch)
