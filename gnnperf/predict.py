@@ -190,9 +190,13 @@ class Predictor:
         if (model := resolve_hf(query.model)) is not None:
             memory["attention"] = model.attention
         if max_batch:
-            workload, ddp = query.workload(query.input_shape or ()), query.parallel == "ddp"
             memory["largest_batch"] = largest_batch(
-                query.model, workload, spec.memory_gb, estimate, ddp, query.activation_checkpointing
+                query.model,
+                query.workload(query.input_shape or ()),
+                spec.memory_gb,
+                estimate,
+                query.parallel,
+                query.activation_checkpointing,
             )
         return memory
 
@@ -283,8 +287,8 @@ class Predictor:
             moot = q.memory_format == "channels_last" and not _has_channels_last_tensors(graph)
             layout_moot.append(moot)
             precision = same_rate_precision(trained_on, q.precision, spec) or q.precision
-            # DDP: the network predicts one device's step, ddp_row adds its all-reduce
-            devices = 1 if q.parallel == "ddp" else q.num_devices
+            # DDP and FSDP: the network predicts one device's step, parallel_row adds the collectives
+            devices = q.num_devices if q.parallel == "dp" else 1
             layout = "contiguous" if moot else q.memory_format
             as_run = replace(q, memory_format=layout, precision=precision, num_devices=devices)
             workload = as_run.workload(graph.input_shape)

@@ -47,13 +47,14 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, replace
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, NamedTuple
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gnnperf.errors import GnnperfError
+from gnnperf.graph.checkpointing import checkpoint_blocks
 from gnnperf.graph.input_values import InputValues
 from gnnperf.graph.saved import ForwardTrace, trace_saved
 from gnnperf.measure.harness import TrainingLoss
@@ -88,6 +89,34 @@ class Checkpointed:
 
 
 @dataclass(frozen=True)
+class FsdpShards:
+    """Fully sharded data parallel (PyTorch's FSDP2 ``fully_shard``, ZeRO stage 3) over ``devices``, each repeated
+    block (:func:`~gnnperf.graph.checkpointing.checkpoint_blocks`: a transformer layer) one unit and the rest of the
+    model (embeddings, output layer, final norm) the root's, as transformers' and torchtitan's recipes wrap it.
+
+    Each device holds its shard of the weights, gradients and optimizer state. A unit's weights are gathered whole
+    for its forward and again for its backward pass, with the next unit's gathered ahead, and its gradients are
+    whole until they are reduce-scattered at the end of its backward pass; the root's weights stay gathered from
+    the start of the forward pass to the end of the backward pass, when its gradients are whole and copied into the
+    reduce-scatter's input, counted at once with a tied weight's two gradients (:attr:`MemoryEstimate.phases_mb`
+    ``tied_gradients``, the end of the backward pass). Checked against torch's memory profiler on runs of 1, 2 and
+    4 processes on a CPU (``experiments/fsdp``).
+    """
+
+    devices: int
+    units: int  # the repeated blocks, each its own unit
+    root_mb: float  # the root's weights, gathered whole from the forward pass to the end of the backward pass
+    # the root's gradients beyond their shard at the end of the backward pass: whole, and copied into the
+    # reduce-scatter's input
+    root_gradients_mb: float
+    largest_unit_mb: float
+    root_ids: frozenset[int] = field(default=frozenset(), repr=False, compare=False)
+    # by block, what its backward pass holds beyond the traced tensors (bytes): its weights and gradients whole, the
+    # next block's weights gathered ahead
+    in_block_bytes: tuple[int, ...] = field(default=(), repr=False, compare=False)
+
+
+@dataclass(frozen=True)
 class MemoryEstimate:
     """Peak memory of one training step on one device, in MB (2**20 bytes), by what holds it."""
 
@@ -107,6 +136,8 @@ class MemoryEstimate:
     update_mb: float = 0.0
     # the end of the backward pass: two more gradients of the largest weight registered twice, while they are summed
     tied_gradients_mb: float = 0.0
+    # sharded over the devices (FSDP): weights, gradients, optimizer state and update temporaries are a device's shard
+    fsdp: FsdpShards | None = None
 
     @property
     def held_mb(self) -> float:
@@ -119,7 +150,9 @@ class MemoryEstimate:
         activations and gradients, ``tied_gradients`` and ``update`` the gradients and the moment's temporaries."""
         return {
             "backward": self.backward_mb,
-            "tied_gradients": self.gradients_mb + self.tied_gradients_mb,
+            "tied_gradients": self.gradients_mb
+            + self.tied_gradients_mb
+            + (self.fsdp.root_mb + self.fsdp.root_gradients_mb if self.fsdp else 0.0),
             "update": self.gradients_mb + self.update_mb,
         }
 
@@ -136,7 +169,10 @@ class MemoryEstimate:
 
     def as_dict(self) -> dict[str, Any]:
         """MB by what holds them, ``total_mb``, ``peak_at``, and ``checkpointing`` (a dict, or None without it)."""
-        return {**asdict(self), "total_mb": self.total_mb, "peak_at": self.peak_at}
+        fsdp = self.fsdp and {
+            k: v for k, v in asdict(self.fsdp).items() if k not in ("root_ids", "in_block_bytes")
+        }
+        return {**asdict(self), "fsdp": fsdp, "total_mb": self.total_mb, "peak_at": self.peak_at}
 
     def on_device(self, memory_gb: float) -> dict[str, Any]:
         """:meth:`as_dict` with the device's memory (data-sheet GB, read as GiB as vendors size it) and a verdict.
@@ -159,12 +195,14 @@ class MemoryEstimate:
 
 
 def training_memory(
-    model_ref: str, workload: Workload, ddp: bool = False, checkpointing: bool = False
+    model_ref: str, workload: Workload, parallel: str = "dp", checkpointing: bool = False
 ) -> MemoryEstimate:
     """Peak memory on one device of a training step of ``model_ref`` (see the module docstring).
 
-    ``workload.batch_size`` is per device (data parallel replicates the model); with ``ddp`` and more than one
-    device, DistributedDataParallel's gradient buckets are counted too; with ``checkpointing`` the model's
+    ``workload.batch_size`` is per device. ``parallel`` (:data:`~gnnperf.predictor.parallel.PARALLEL`): ``dp``
+    and ``ddp`` replicate the model on each of ``workload.num_devices``, ``ddp`` with DistributedDataParallel's
+    gradient buckets when there is more than one; ``fsdp`` shards it over them (:class:`FsdpShards`). With
+    ``checkpointing`` the model's
     repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
@@ -176,6 +214,7 @@ def training_memory(
 
     if workload.mode != "train":
         raise GnnperfError("the memory estimate covers training steps only")
+    fsdp = parallel == "fsdp"
     spec = resolve(model_ref)
     if spec.builder is None:
         raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
@@ -193,7 +232,7 @@ def training_memory(
                 one = spec.make_inputs(workload.batch_size, workload.input_shape or None, generator=seeded)
             # fake tensors log each op they cannot run, with its stack, before the error this turns into one line
             with context(), _quiet("torch._subclasses.fake_tensor", logging.CRITICAL):
-                trace, weight_mb, gradient_bytes, tied_mb = _trace(spec, workload, one, checkpointing, values)
+                traced = _trace(spec, workload, one, checkpointing or fsdp, values)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
             first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]  # torch's meta errors run long
@@ -202,25 +241,58 @@ def training_memory(
         raise GnnperfError(
             f"{spec.ref}: memory not estimated, the shape-only traces failed ({'; '.join(failures)})"
         )
+    trace, gradient_bytes = traced.trace, traced.gradient_bytes
+    n = workload.num_devices if fsdp else 1  # the weights, their gradients and optimizer state sharded n ways
     grad_mb = sum(gradient_bytes.values()) / _MB
     backward = workload.timed != "fwd"
-    gradients_mb = grad_mb if backward else 0.0
+    gradients_mb = grad_mb / n if backward else 0.0
     plain = trace.plain_bytes()
     activations = trace.checkpointed_bytes() if checkpointing else plain
     checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
     updates = "opt" in workload.timed
-    at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing) if backward else activations
+    shards = _fsdp_shards(traced, n) if fsdp else None
+    at_once = activations
+    if backward and shards is None:
+        at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing)
+    elif backward:
+        # a block's gradients are its shard once it is done, the root's whole until the backward pass ends
+        held = {w: b if w in shards.root_ids else b / n for w, b in gradient_bytes.items()}
+        at_once = trace.backward_peak_bytes(held, checkpointing, shards.in_block_bytes) + shards.root_mb * _MB
     return MemoryEstimate(
-        weights_mb=weight_mb,
+        weights_mb=(traced.weight_mb - traced.buffer_mb) / n + traced.buffer_mb,
         gradients_mb=gradients_mb,
-        optimizer_mb=grad_mb * _OPTIMIZER_STATES[workload.optimizer] if updates else 0.0,
+        optimizer_mb=grad_mb / n * _OPTIMIZER_STATES[workload.optimizer] if updates else 0.0,
         activations_mb=activations / _MB,
         workspace_mb=WORKSPACE_MB,
-        ddp_buckets_mb=gradients_mb if ddp and workload.num_devices > 1 else 0.0,
+        ddp_buckets_mb=gradients_mb if parallel == "ddp" and workload.num_devices > 1 else 0.0,
         checkpointing=checkpointed,
-        update_mb=grad_mb * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
-        tied_gradients_mb=2 * tied_mb if backward else 0.0,
+        update_mb=grad_mb / n * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
+        tied_gradients_mb=2 * traced.tied_mb if backward else 0.0,
         backward_mb=at_once / _MB,
+        fsdp=shards if backward else None,
+    )
+
+
+def _fsdp_shards(traced: _Traced, n: int) -> FsdpShards:
+    """The units FSDP gathers whole, from a trace split by block (see :class:`FsdpShards`)."""
+    grads = traced.gradient_bytes
+    units = [sum(grads[w] for w in block) for block in traced.block_weights]
+    in_blocks = set().union(*traced.block_weights)
+    root_ids = frozenset(w for w in grads if w not in in_blocks)
+    root = sum(grads[w] for w in root_ids)
+    # in block i's backward: its weights gathered, its gradients whole, and the weights of the block the backward
+    # pass runs next (i - 1), gathered ahead; the gradients' copy into the reduce-scatter's input comes once the
+    # block's saved tensors are freed, and is left out (with it, ViT-S 1.025-1.042 of the profiled peak, without
+    # 1.011-1.013: experiments/fsdp)
+    during = tuple(2 * u + (units[i - 1] if i else 0) for i, u in enumerate(units))
+    return FsdpShards(
+        devices=n,
+        units=len(units),
+        root_mb=root / _MB,
+        root_gradients_mb=(2 - 1 / n) * root / _MB,
+        largest_unit_mb=max(units, default=0) / _MB,
+        root_ids=root_ids,
+        in_block_bytes=during,
     )
 
 
@@ -229,7 +301,7 @@ def largest_batch(
     workload: Workload,
     memory_gb: float,
     traced: MemoryEstimate | None = None,
-    ddp: bool = False,
+    parallel: str = "dp",
     checkpointing: bool = False,
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
@@ -244,12 +316,12 @@ def largest_batch(
     """
     usable_mb = USABLE_SHARE * memory_gb * 1024
     batch = workload.batch_size
-    at_batch = traced or training_memory(model_ref, workload, ddp, checkpointing)
+    at_batch = traced or training_memory(model_ref, workload, parallel, checkpointing)
     phases = at_batch.phases_mb
     if at_batch.held_mb + max(phases["tied_gradients"], phases["update"]) > usable_mb:
         return 0
     other = 2 if batch == 1 else 1
-    at_other = training_memory(model_ref, replace(workload, batch_size=other), ddp, checkpointing)
+    at_other = training_memory(model_ref, replace(workload, batch_size=other), parallel, checkpointing)
     per_sample = (at_batch.activations_mb - at_other.activations_mb) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
@@ -259,7 +331,7 @@ def largest_batch(
     def fits(b: int) -> bool:
         at = replace(workload, batch_size=b)
         return (
-            at_batch if b == batch else training_memory(model_ref, at, ddp, checkpointing)
+            at_batch if b == batch else training_memory(model_ref, at, parallel, checkpointing)
         ).total_mb <= usable_mb
 
     low = max(0, int((room - at_batch.gradients_mb) // per_sample))  # the first guess
@@ -293,13 +365,21 @@ def _default_dtype(dtype: torch.dtype):
         torch.set_default_dtype(saved)
 
 
+class _Traced(NamedTuple):
+    trace: ForwardTrace
+    weight_mb: float  # parameters and buffers
+    buffer_mb: float
+    gradient_bytes: dict[int, int]  # of each trainable weight, by id
+    tied_mb: float  # the largest trainable weight registered twice
+    block_weights: list[set[int]]  # ids of each repeated block's trainable weights (an FSDP unit each)
+
+
 def _trace(
-    spec, workload: Workload, one: tuple[torch.Tensor, ...], checkpointing: bool, values: bool = False
-) -> tuple[ForwardTrace, float, dict[int, int], float]:
-    """(what autograd saved, weight MB, bytes of each trainable weight by id, MB of the largest trainable weight
-    registered twice), built and run in the caller's tensor context; ``one``'s shapes at the workload's batch, or
-    with ``values`` its integer tensors themselves (the workload's batch of them), the forward run under
-    :class:`~gnnperf.graph.input_values.InputValues`."""
+    spec, workload: Workload, one: tuple[torch.Tensor, ...], by_block: bool, values: bool = False
+) -> _Traced:
+    """The model built and run in the caller's tensor context on ``one``'s shapes at the workload's batch, or with
+    ``values`` on its integer tensors themselves (the workload's batch of them), the forward run under
+    :class:`~gnnperf.graph.input_values.InputValues`; ``by_block``: the trace split by the repeated blocks."""
     from gnnperf.graph.export import _no_random_init
 
     dtype = _MODEL_DTYPE.get(workload.precision, torch.float32)
@@ -317,12 +397,24 @@ def _trace(
     )
     loss = TrainingLoss(upcast=workload.precision in ("fp16", "bf16"))  # as the harness computes it
     with spec.tracing(), InputValues() if values else nullcontext():
-        trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision), checkpointing, loss)
+        trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision), by_block, loss)
     lazy = torch.nn.parameter.UninitializedTensorMixin
-    weights = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]
     trainable = [p for p in model.parameters() if p.requires_grad and not isinstance(p, lazy)]
-    weight_mb = sum(t.numel() * t.element_size() for t in weights) / _MB
+    buffers = [t for t in model.buffers() if not isinstance(t, lazy)]
+    nbytes = lambda ts: sum(t.numel() * t.element_size() for t in ts)  # noqa: E731
+    params = [p for p in model.parameters() if not isinstance(p, lazy)]
     registered = Counter(id(p) for _, p in model.named_parameters(remove_duplicate=False))
     tied = [p.numel() * p.element_size() for p in trainable if registered[id(p)] > 1]
     gradient_bytes = {id(p): p.numel() * p.element_size() for p in trainable}
-    return trace, weight_mb, gradient_bytes, max(tied, default=0) / _MB
+    blocks = [
+        {id(p) for p in block.parameters() if id(p) in gradient_bytes}
+        for _, block in checkpoint_blocks(model)
+    ]
+    return _Traced(
+        trace,
+        nbytes(params + buffers) / _MB,
+        nbytes(buffers) / _MB,
+        gradient_bytes,
+        max(tied, default=0) / _MB,
+        blocks,
+    )

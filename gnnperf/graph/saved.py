@@ -11,7 +11,7 @@ estimate around it is :mod:`gnnperf.graph.memory`'s.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -96,14 +96,17 @@ class ForwardTrace:
         """Bytes saved with no checkpointing: every saved tensor once."""
         return _storage_bytes(self._every())
 
-    def backward_peak_bytes(self, gradient_bytes: Mapping[int, int], checkpointed: bool = False) -> int:
+    def backward_peak_bytes(
+        self, gradient_bytes: Mapping[int, int], checkpointed: bool = False, in_block: Sequence[int] = ()
+    ) -> int:
         """The most saved tensors and gradients (``gradient_bytes``, by weight id) held at once in the backward pass.
 
         Going back through the saves, at index k it still holds the tensors first saved before k, the weights'
         gradients made at k or after (:attr:`gradient_made_at`; a weight no op read, from the start) and the
         gradients in flight at k (:attr:`in_flight`). ``checkpointed``: it keeps what is saved outside the blocks
         and the blocks' inputs; a block's own saved tensors are recomputed when the backward pass is back at the
-        block's end and freed as they are without checkpointing.
+        block's end and freed as they are without checkpointing. ``in_block``: bytes held besides while the backward
+        pass is in each block (FSDP's gathered weights; the trace split by block).
         """
         kept, own = self._checkpointed() if checkpointed else (self._every(), [])
         freed = [0] * (self.saves + 1)  # by index, bytes freed when the backward pass is back there
@@ -112,11 +115,14 @@ class ForwardTrace:
         made = [0] * (self.saves + 1)
         for weight, nbytes in gradient_bytes.items():
             made[self.gradient_made_at.get(weight, self.saves)] += nbytes
-        recomputed = [0] * (self.saves + 2)  # changes by index, summed below
+        recomputed = [0] * (self.saves + 2)  # changes by index (recomputed saves, in_block), summed below
         for (_, end), saved in zip(self.spans, own, strict=False):  # own: empty without checkpointing
             for key, t in saved.items():
                 recomputed[self.first_saved[key] + 1] += t.untyped_storage().nbytes()
                 recomputed[end + 1] -= t.untyped_storage().nbytes()
+        for (start, end), nbytes in zip(self.spans, in_block, strict=True) if in_block else ():
+            recomputed[start + 1] += nbytes
+            recomputed[end + 1] -= nbytes
         held, peak, rebuilt = sum(made), 0, 0  # at index 0: every gradient, no saved tensor
         for k in range(self.saves + 1):
             rebuilt += recomputed[k]

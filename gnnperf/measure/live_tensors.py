@@ -9,6 +9,9 @@ tensor of a step and labels it, so on any machine the tensors a step holds at on
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable
 from contextlib import nullcontext
@@ -20,7 +23,7 @@ from torch import nn
 
 from gnnperf.measure.harness import TrainingLoss
 
-__all__ = ["LABELS", "live_peak_mb"]
+__all__ = ["LABELS", "fsdp_live_peak_mb", "live_peak_mb"]
 
 # export_memory_timeline's columns after the first: torch.profiler._memory_profiler's categories in its plot order
 LABELS = (
@@ -40,11 +43,13 @@ def live_peak_mb(
     inputs: tuple[torch.Tensor, ...],
     optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
     autocast: torch.dtype | None = None,
+    profiled: bool = True,
 ) -> dict[str, float]:
     """MB of live tensors by label (:data:`LABELS`) at the moment they add up to the most, in one CPU training step
     with the harness's loss, after a first step that creates the optimizer's state. ``optimizer``: made from the
     parameters; by default the harness's SGD (momentum 0.9). ``autocast``: the forward and loss under CPU autocast
-    to that type (its op lists are not CUDA's: compare where they agree)."""
+    to that type (its op lists are not CUDA's: compare where they agree). ``profiled=False``: the same two steps,
+    unprofiled, returning nothing (the other processes of a sharded run, which must run the same collectives)."""
     model.train()
     params = list(model.parameters())
     opt = optimizer(params) if optimizer else torch.optim.SGD(params, lr=1e-3, momentum=0.9)
@@ -60,6 +65,9 @@ def live_peak_mb(
         opt.step()
 
     step()
+    if not profiled:
+        step()
+        return {}
     cpu = [torch.profiler.ProfilerActivity.CPU]
     with torch.profiler.profile(
         activities=cpu, profile_memory=True, record_shapes=True, with_stack=True
@@ -71,3 +79,57 @@ def live_peak_mb(
         sizes = np.array(json.loads(path.read_text())[1], dtype=float)[:, 1:]  # the first column is unused
     at = sizes.sum(1).argmax()
     return {label: float(v / 2**20) for label, v in zip(LABELS, sizes[at], strict=True)}
+
+
+def fsdp_live_peak_mb(
+    ref: str, input_shape: tuple[int, ...], batch: int, processes: int, attempts: int = 5
+) -> dict[str, float]:
+    """:func:`live_peak_mb` of the first of ``processes`` CPU processes (``torchrun``, gloo) training ``ref``
+    sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.memory.FsdpShards` assumes (each repeated
+    block a unit, then the root), at ``batch`` samples a process. The first process alone is profiled. The memory
+    timeline's own consistency check (``version mismatch``) fails on some runs, where a tensor the collectives
+    write in gloo's threads is versioned out of the order it sees (a ViT's runs more often than not, an LLM's about
+    one in three here), so a failed run is run again, up to ``attempts`` runs.
+
+    Raises:
+        RuntimeError: every run failed (the last one's error output).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "live.json"
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+        cmd += ["-m", __name__, ref, ",".join(map(str, input_shape)), str(batch), str(out)]
+        for _ in range(attempts):
+            done = subprocess.run(
+                cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
+            )
+            if done.returncode == 0:
+                return json.loads(out.read_text())
+    raise RuntimeError(f"{ref} on {processes} processes failed {attempts} times:\n{done.stderr[-3000:]}")
+
+
+def _fsdp_process(ref: str, input_shape: tuple[int, ...], batch: int, out: Path) -> None:
+    """One process of :func:`fsdp_live_peak_mb`'s run; the first writes its live tensors at their most to ``out``."""
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+
+    from gnnperf.graph.checkpointing import checkpoint_blocks
+    from gnnperf.zoo.resolve import resolve
+
+    dist.init_process_group("gloo")
+    spec = resolve(ref)
+    torch.manual_seed(0)
+    model = spec.build()
+    for _, block in checkpoint_blocks(model):
+        fully_shard(block)
+    fully_shard(model)
+    first = dist.get_rank() == 0
+    live = live_peak_mb(model, spec.make_inputs(batch, input_shape), profiled=first)
+    if first:
+        out.write_text(json.dumps(live))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":  # a process of fsdp_live_peak_mb's run
+    _fsdp_process(
+        sys.argv[1], tuple(int(v) for v in sys.argv[2].split(",")), int(sys.argv[3]), Path(sys.argv[4])
+    )

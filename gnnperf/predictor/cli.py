@@ -54,10 +54,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--parallel",
         default="dp",
-        choices=["dp", "ddp"],
+        choices=["dp", "ddp", "fsdp"],
         help="how several devices run: dp, torch.nn.DataParallel, as learned (default); ddp, "
         "DistributedDataParallel: one device's predicted step + the gradient all-reduce the backward pass does "
-        "not hide, from the interconnect's bandwidth (composed, not learned)",
+        "not hide, from the interconnect's bandwidth; fsdp, fully sharded (FSDP2 fully_shard, ZeRO-3; each "
+        "transformer layer a unit): weights, gradients and optimizer state sharded over the devices, the step + "
+        "the all-gathers and reduce-scatter the passes do not hide (both composed, not learned)",
     )
     parser.add_argument(
         "--h2d", action="store_true", help="include the host-to-device copy of the inputs in the time"
@@ -141,8 +143,8 @@ def run(args: argparse.Namespace) -> int:
     if args.seq_len is not None and args.seq_len < 1:
         raise GnnperfError(f"--seq-len must be at least 1, got {args.seq_len}")
     hardware = _hardware_names(args.hardware, args.hardware_file)
-    no_link = []  # with 'all' and DDP: the GPUs whose entry gives no peer bandwidth, left out of the ranking
-    if args.parallel == "ddp" and max(device_counts) > 1 and _asks_every_gpu(args.hardware):
+    no_link = []  # with 'all' and DDP or FSDP: the GPUs whose entry gives no peer bandwidth, left out of the ranking
+    if args.parallel != "dp" and max(device_counts) > 1 and _asks_every_gpu(args.hardware):
         from gnnperf.hardware.table import load_table
         from gnnperf.predictor.parallel import link_gbs
 
@@ -248,8 +250,8 @@ def run(args: argparse.Namespace) -> int:
         print_comparison(rows)
     if no_link:  # beside the JSON lines, not among them
         print(
-            f"  left out: {', '.join(no_link)} (their entries give no GPU-to-GPU bandwidth, which --parallel ddp "
-            "needs; a --hardware-file entry can give one)",
+            f"  left out: {', '.join(no_link)} (their entries give no GPU-to-GPU bandwidth, which --parallel "
+            f"{args.parallel} needs; a --hardware-file entry can give one)",
             file=sys.stderr if args.json else sys.stdout,
         )
     return 0

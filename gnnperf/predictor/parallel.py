@@ -1,4 +1,5 @@
-"""Several GPUs: DistributedDataParallel composed, and the floor of a DataParallel prediction (:data:`DP_FLOOR_NOTE`).
+"""Several GPUs: DistributedDataParallel and fully sharded data parallel composed (:func:`fsdp_step`), and the floor
+of a DataParallel prediction (:data:`DP_FLOOR_NOTE`).
 
 No source gnnperf learns from timed ``DistributedDataParallel`` (DDP): the only multi-GPU training rows are the
 torchvision benchmark's ``DataParallel`` ones (one process scattering each batch, 1-4 GPUs), which scale far worse.
@@ -31,7 +32,9 @@ from gnnperf.errors import GnnperfError
 if TYPE_CHECKING:
     from gnnperf.hardware.table import HardwareSpec
 
-PARALLEL = ("dp", "ddp")  # torch.nn.DataParallel (learned) | DistributedDataParallel (composed here)
+# torch.nn.DataParallel (learned) | DistributedDataParallel | fully sharded data parallel (FSDP2, ZeRO-3; both
+# composed here)
+PARALLEL = ("dp", "ddp", "fsdp")
 
 # Why ``Predictor.predict`` floors a DataParallel step on several GPUs at the same step on one: each GPU runs the
 # one-device step on its share, plus the scatter, the weights' broadcast and the gradients' reduction. Over the
@@ -81,6 +84,21 @@ def link_gbs(interconnect: str) -> tuple[float, str] | None:
     return None
 
 
+def _bus_gbs(interconnect: str, device: str, estimate: str) -> float:
+    """The bandwidth NCCL's collectives reach over ``device``'s peer link (:data:`LINK_EFFICIENCY`).
+
+    Raises:
+        GnnperfError: the ``interconnect`` names no peer-link bandwidth, which ``estimate`` needs.
+    """
+    link = link_gbs(interconnect)
+    if link is None:
+        raise GnnperfError(
+            f"{device}: interconnect '{interconnect}' gives no GPU-to-GPU bandwidth, which {estimate} estimate "
+            "needs; give the device in a --hardware-file with one (such as nvlink3-600gbs or pcie4x16)"
+        )
+    return link[0] * LINK_EFFICIENCY[link[1]]
+
+
 def allreduce_ms(nbytes: float, num_devices: int, gbs: float) -> float:
     """A ring all-reduce of ``nbytes`` over ``num_devices`` GPUs whose all-reduce bus bandwidth is ``gbs``."""
     return 2 * (num_devices - 1) / num_devices * nbytes / (gbs * 1e9) * 1e3
@@ -108,13 +126,7 @@ def ddp_step(
     Raises:
         GnnperfError: the device's ``interconnect`` names no peer-link bandwidth.
     """
-    link = link_gbs(interconnect)
-    if link is None:
-        raise GnnperfError(
-            f"{device}: interconnect '{interconnect}' gives no GPU-to-GPU bandwidth, which a DistributedDataParallel "
-            "estimate needs; give the device in a --hardware-file with one (such as nvlink3-600gbs or pcie4x16)"
-        )
-    gbs = link[0] * LINK_EFFICIENCY[link[1]]
+    gbs = _bus_gbs(interconnect, device, "a DistributedDataParallel")
     nbytes = num_params * GRAD_BYTES.get(precision, 4)
     if num_devices == 1 or nbytes == 0:
         return DdpStep(step_ms, 0.0, 0.0, gbs)
@@ -124,29 +136,81 @@ def ddp_step(
     return DdpStep(step_ms, total, exposed, gbs)
 
 
-def ddp_row(row: Mapping[str, Any], num_params: int, spec: HardwareSpec, num_devices: int) -> dict[str, Any]:
-    """The fields that make a one-device prediction ``row`` a DDP iteration on ``num_devices`` GPUs of ``spec``.
+@dataclass(frozen=True)
+class FsdpStep:
+    """A fully sharded data-parallel iteration, in ms: the one-device step, its collectives (the weights gathered for
+    the forward pass and again for the backward pass, the gradients reduce-scattered), and the part not hidden."""
 
-    The step plus the gradient all-reduce it does not hide, added to the interval's bounds as well: the all-reduce
-    is a data-sheet estimate with no spread of its own measured. ``ddp`` holds the parts.
+    step_ms: float
+    gather_ms: float  # one all-gather of all the weights
+    reduce_scatter_ms: float
+    exposed_ms: float
+    link_gbs: float
+
+    @property
+    def iteration_ms(self) -> float:
+        return self.step_ms + self.exposed_ms
+
+
+def fsdp_step(
+    step_ms: float, num_params: int, precision: str, num_devices: int, interconnect: str, device: str
+) -> FsdpStep:
+    """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.memory.FsdpShards`).
+
+    A ring all-gather or reduce-scatter moves ``(n - 1) / n`` of the weights' bytes through each GPU's link, half of
+    an all-reduce (:func:`allreduce_ms`). Each unit's gather runs ahead of its compute, so the forward pass hides
+    the first all-gather and the backward pass the second and the reduce-scatter, as far as they are shorter
+    (:data:`BACKWARD_SHARE` of the step is the backward pass). Left out: the first unit's gather and the last
+    reduce-scatter, which nothing hides (one unit's weights each), and the collectives' per-call latency.
+
+    Raises:
+        GnnperfError: the device's ``interconnect`` names no peer-link bandwidth.
+    """
+    gbs = _bus_gbs(interconnect, device, "a fully sharded")
+    once = allreduce_ms(num_params * GRAD_BYTES.get(precision, 4), num_devices, gbs) / 2
+    backward = BACKWARD_SHARE * step_ms
+    exposed = max(once - (step_ms - backward), 0.0) + max(2 * once - backward, 0.0)
+    return FsdpStep(step_ms, once, once, exposed, gbs)
+
+
+def parallel_row(
+    row: Mapping[str, Any], parallel: str, num_params: int, spec: HardwareSpec, num_devices: int
+) -> dict[str, Any]:
+    """The fields that make a one-device prediction ``row`` a DDP or FSDP (``parallel``) iteration on
+    ``num_devices`` GPUs of ``spec``.
+
+    The step plus the collectives it does not hide, added to the interval's bounds as well: the collectives are a
+    data-sheet estimate with no spread of their own measured. ``row[parallel]`` holds the parts.
     """
     fields: dict[str, Any] = {"num_devices": num_devices}
-    if num_devices == 1 or "bwd" not in row["timed"]:  # nothing to all-reduce, so no link needed
+    if num_devices == 1 or "bwd" not in row["timed"]:  # nothing to all-reduce or shard, so no link needed
         return fields
-    ddp = ddp_step(
-        row["iteration_time_ms"], num_params, row["precision"], num_devices, spec.interconnect, spec.name
-    )
+    args = (row["iteration_time_ms"], num_params, row["precision"], num_devices, spec.interconnect, spec.name)
+    step: DdpStep | FsdpStep
+    if parallel == "ddp":
+        step = ddp_step(*args)
+        parts = {
+            "allreduce_ms": step.allreduce_ms,
+            "exposed_allreduce_ms": step.exposed_ms,
+            "allreduce_gbs": step.link_gbs,
+        }
+    else:
+        step = fsdp_step(*args)
+        parts = {
+            "all_gather_ms": step.gather_ms,
+            "reduce_scatter_ms": step.reduce_scatter_ms,
+            "exposed_ms": step.exposed_ms,
+            "link_gbs": step.link_gbs,
+        }
     return {
         **fields,
-        "iteration_time_ms": ddp.iteration_ms,
-        "interval_ms": [v + ddp.exposed_ms for v in row["interval_ms"]],
-        "ddp": {
-            "step_ms": ddp.step_ms,
-            "allreduce_ms": ddp.allreduce_ms,
-            "exposed_allreduce_ms": ddp.exposed_ms,
-            "allreduce_gbs": ddp.link_gbs,
+        "iteration_time_ms": step.iteration_ms,
+        "interval_ms": [v + step.exposed_ms for v in row["interval_ms"]],
+        parallel: {
+            "step_ms": step.step_ms,
+            **parts,
             "interconnect": spec.interconnect,
-            # an 8-GPU machine is the largest with one NVLink/PCIe fabric; beyond it the ring crosses the network
+            # an 8-GPU machine is the largest with one NVLink/PCIe fabric; beyond it the rings cross the network
             "beyond_one_machine": num_devices > GPUS_PER_MACHINE,
         },
     }

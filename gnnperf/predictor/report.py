@@ -73,7 +73,8 @@ def print_row(row: dict) -> None:
             "backward": f"in the backward pass (activations and gradients {gib['backward_mb']:.1f} at once, of "
             f"{gib['activations_mb']:.1f} and {gib['gradients_mb']:.1f}",
             "tied_gradients": f"at the end of the backward pass (the gradients {gib['gradients_mb']:.1f} and a tied "
-            f"weight's two more {gib['tied_gradients_mb']:.1f}",
+            f"weight's two more {gib['tied_gradients_mb']:.1f}"
+            + (", the root unit's weights and gradients whole" if m.get("fsdp") else ""),
             "update": f"at the optimizer update (the gradients {gib['gradients_mb']:.1f} and the update's temporaries "
             f"{gib['update_mb']:.1f}",
         }[m["peak_at"]]
@@ -86,6 +87,13 @@ def print_row(row: dict) -> None:
             f"  peak memory {gib['total_mb']:.1f} GiB per device {moment}; weights{buckets} + optimizer "
             f"{held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
         )
+        if m.get("fsdp"):
+            f = m["fsdp"]
+            print(
+                f"  sharded over {f['devices']} devices: weights, gradients and optimizer state a shard each; the "
+                f"root unit's weights ({f['root_mb'] / 1024:.1f} GiB: all but the {f['units']} repeated blocks) gathered "
+                f"whole through both passes, each block's ({f['largest_unit_mb'] / 1024:.2f} GiB at most) in turn"
+            )
         if "largest_batch" in m:
             print(f"  largest batch whose step fits: {m['largest_batch']} per device")
         if m.get("attention") == "eager":
@@ -349,8 +357,10 @@ def parallel_note(row: dict, one: bool = True) -> str:
     if row["parallel"] == "dp":
         return (
             "devices: torch.nn.DataParallel (one process scattering each batch), as the training rows ran it; "
-            "--parallel ddp for DistributedDataParallel"
+            "--parallel ddp for DistributedDataParallel, fsdp for fully sharded"
         )
+    if row["parallel"] == "fsdp":
+        return _fsdp_note(row, one)
     how = "DistributedDataParallel: one device's predicted step + the gradient all-reduce its backward pass does not hide"
     if "ddp" not in row:  # nothing timed that has a backward pass
         return f"{how} (none: no backward pass is timed)"
@@ -369,6 +379,27 @@ def parallel_note(row: dict, one: bool = True) -> str:
     return (
         f"{how}{ring}; composed from the data sheet, not learned: no source here timed DDP, and published 8-GPU "
         f"ResNet-50 runs lost 3-19% an iteration where it adds at most 0.2% (experiments/ddp){beyond}"
+    )
+
+
+def _fsdp_note(row: dict, one: bool) -> str:
+    how = (
+        "fully sharded (FSDP2, each repeated block a unit): one device's predicted step + the weights' all-gathers "
+        "and the gradients' reduce-scatter its passes do not hide"
+    )
+    if "fsdp" not in row:
+        return f"{how} (none: {'one device' if row['num_devices'] == 1 else 'no backward pass is timed'})"
+    f = row["fsdp"]
+    ring = (
+        f" ({f['exposed_ms']:.2f} ms of 2 x {f['all_gather_ms']:.2f} + {f['reduce_scatter_ms']:.2f} after a "
+        f"{f['step_ms']:.2f} ms step), rings over {f['interconnect']} at {f['link_gbs']:.0f} GB/s"
+        if one
+        else ", rings over each GPU's interconnect (--json: fsdp)"
+    )
+    beyond = f"; beyond {GPUS_PER_MACHINE} GPUs the rings cross machines" if f["beyond_one_machine"] else ""
+    return (
+        f"{how}{ring}; composed from the data sheet, not learned, and its time checked against no measurement (no "
+        f"source here timed FSDP; its memory against a sharded CPU run: experiments/fsdp){beyond}"
     )
 
 

@@ -40,7 +40,7 @@ def time_row(
     """
     from gnnperf.predictor.coverage import extrapolation
     from gnnperf.predictor.interval import interval_for
-    from gnnperf.predictor.parallel import ddp_row
+    from gnnperf.predictor.parallel import parallel_row
     from gnnperf.predictor.recompute import recompute_row
 
     (lo, hi), scope = interval_for(predictor.info, spec.name, workload.mode, workload.precision)
@@ -73,6 +73,6 @@ def time_row(
         row["activation_checkpointing"] = recompute_row(ms, checkpointed.blocks, checkpointed.recompute_share)
         row["iteration_time_ms"] += row["activation_checkpointing"]["recompute_ms"]
         row["interval_ms"] = [v * row["iteration_time_ms"] / ms for v in row["interval_ms"]]
-    if query.parallel == "ddp":
-        row.update(ddp_row(row, graph.param_count(), spec, query.num_devices))
+    if query.parallel != "dp":
+        row.update(parallel_row(row, query.parallel, graph.param_count(), spec, query.num_devices))
     return row

@@ -32,7 +32,7 @@ class Traces:
         from gnnperf.graph.memory import training_memory
 
         workload = query.workload(query.input_shape or ())  # () is the model's default input
-        key = (query.model, workload, query.parallel == "ddp", query.activation_checkpointing)
+        key = (query.model, workload, query.parallel, query.activation_checkpointing)
         if key not in self._done:
             try:
                 self._done[key] = training_memory(query.model, workload, *key[2:])

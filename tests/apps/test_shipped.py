@@ -518,6 +518,31 @@ def test_aliases_of_one_device_are_one_row(capsys):
     assert [json.loads(line)["hardware"] for line in capsys.readouterr().out.splitlines()] == ["p4"]
 
 
+def test_fsdp_shards_the_memory_and_adds_the_collectives_its_passes_do_not_hide(capsys):
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    ref = "hf:gpt2?class=GPT2LMHeadModel&n_layer=4&n_embd=256&n_head=4&vocab_size=8000"
+    one = Query(ref, "a100-sxm4-80gb", 8, input_shape=(128,), precision="amp_bf16", optimizer="adamw")
+    fsdp = replace(one, num_devices=4, parallel="fsdp")
+    (alone, row) = predictor.predict([one, fsdp])
+    assert row["fsdp"]["step_ms"] == pytest.approx(alone["iteration_time_ms"])  # the network saw one device
+    assert row["iteration_time_ms"] == pytest.approx(alone["iteration_time_ms"] + row["fsdp"]["exposed_ms"])
+    assert row["fsdp"]["all_gather_ms"] > 0 and row["fsdp"]["exposed_ms"] >= 0
+    memory, single = predictor.memory(fsdp), predictor.memory(one)
+    # a quarter of the weights (buffers aside), gradients and optimizer state; the root's weights gathered whole
+    assert memory["optimizer_mb"] == pytest.approx(single["optimizer_mb"] / 4)
+    assert memory["gradients_mb"] == pytest.approx(single["gradients_mb"] / 4)
+    assert memory["fsdp"]["units"] == 4 and memory["fsdp"]["root_mb"] > memory["fsdp"]["largest_unit_mb"] > 0
+    assert memory["total_mb"] < single["total_mb"]
+
+    args = ["predict", ref, "--batch-size", "8", "--seq-len", "128", "--hardware", "a100-sxm4-80gb"]
+    assert main([*args, "--num-devices", "4", "--parallel", "fsdp"]) == 0
+    out = capsys.readouterr().out
+    assert "fully sharded (FSDP2, each repeated block a unit)" in out and "nvlink3-600gbs" in out
+    assert "sharded over 4 devices: weights, gradients and optimizer state a shard each" in out
+
+
 def test_a_reference_calibrates_at_the_input_size_given_when_it_takes_that_kind_of_input(capsys):
     from gnnperf.cli import main
 

@@ -1,4 +1,4 @@
-"""DistributedDataParallel composed from one device's step and the gradient all-reduce it does not hide."""
+"""DistributedDataParallel and FSDP composed from one device's step and the collectives it does not hide."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from gnnperf.predictor.parallel import (
     LINK_EFFICIENCY,
     allreduce_ms,
     ddp_step,
+    fsdp_step,
     link_gbs,
 )
 from gnnperf.predictor.query import Query
@@ -73,5 +74,24 @@ def test_one_device_all_reduces_nothing_and_a_device_without_a_link_figure_is_a_
     assert ddp_step(10.0, 10**6, "fp32", 1, "pcie4x16", "a10").iteration_ms == 10.0
     with pytest.raises(GnnperfError, match="gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU"):
         ddp_step(10.0, 10**6, "fp32", 2, "nvlink-c2c-900gbs", "gh200")
-    with pytest.raises(GnnperfError, match="bad parallel 'fsdp': expected one of dp, ddp"):
-        Query("timm:resnet50", "a10", 8, parallel="fsdp")
+    with pytest.raises(GnnperfError, match="bad parallel 'zero2': expected one of dp, ddp, fsdp"):
+        Query("timm:resnet50", "a10", 8, parallel="zero2")
+
+
+def test_fsdp_gathers_the_weights_twice_and_reduce_scatters_the_gradients_each_hidden_by_its_pass():
+    params = 250_000_000  # 1 GB of fp32 weights and gradients, 8 GPUs over NVLink 3
+    gbs = 300 * LINK_EFFICIENCY["nvlink"]
+    once = allreduce_ms(4 * params, 8, gbs) / 2  # 7/8 of the bytes through each link
+    long = fsdp_step(200.0, params, "amp_bf16", 8, "nvlink3-600gbs", "a100-sxm4-80gb")
+    assert (long.gather_ms, long.reduce_scatter_ms, long.link_gbs) == (
+        pytest.approx(once),
+        pytest.approx(once),
+        gbs,
+    )
+    assert long.exposed_ms == 0 and long.iteration_ms == 200.0  # both passes longer than their collectives
+    short = fsdp_step(5.0, params, "amp_bf16", 8, "nvlink3-600gbs", "a100-sxm4-80gb")
+    forward, backward = (1 - BACKWARD_SHARE) * 5.0, BACKWARD_SHARE * 5.0
+    assert short.exposed_ms == pytest.approx(once - forward + 2 * once - backward)
+    assert fsdp_step(5.0, params, "bf16", 8, "nvlink3-600gbs", "a").gather_ms == pytest.approx(once / 2)
+    with pytest.raises(GnnperfError, match="gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU"):
+        fsdp_step(10.0, 10**6, "fp32", 2, "nvlink-c2c-900gbs", "gh200")

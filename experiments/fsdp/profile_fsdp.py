@@ -1,0 +1,80 @@
+"""FSDP's memory on each device, by torch's memory profiler in a real sharded run on this CPU, beside the estimate.
+
+Each model runs one SGD training step (after a first that makes the optimizer's state) in ``N`` processes on this
+CPU (``torchrun``, the gloo backend), sharded with PyTorch's FSDP2 ``fully_shard`` the way
+:class:`gnnperf.graph.memory.FsdpShards` assumes: each repeated block its own unit, then the root. Rank 0's live
+tensors at their most (:func:`gnnperf.measure.live_tensors.fsdp_live_peak_mb`) are set beside
+``training_memory(..., parallel="fsdp")`` (less the GPU workspace) and beside the unsharded estimate.
+
+    .venv/bin/python experiments/fsdp/profile_fsdp.py --out experiments/fsdp/results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from gnnperf.graph.memory import training_memory
+from gnnperf.measure.live_tensors import fsdp_live_peak_mb
+from gnnperf.measure.workload import Workload
+
+GPT2 = (
+    "hf:gpt2?class=GPT2LMHeadModel&n_layer=4&n_embd=512&n_head=8&vocab_size=32000&resid_pdrop=0&embd_pdrop=0"
+    "&attn_pdrop=0"
+)
+LLAMA = (
+    "hf:llama?class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+    "&num_attention_heads=8&num_key_value_heads=8&vocab_size=32000"
+)
+# (reference, per-sample input shape, batch, processes): an LLM whose peak is the backward pass's start (the
+# loss's gradients), one with weights tied across the root (GPT-2), the same at batch 1 (gradients above the
+# activations), and a ViT, whose peak is later in the backward pass
+RUNS = [
+    (LLAMA, (256,), 4, 1), (LLAMA, (256,), 4, 2), (LLAMA, (256,), 4, 4), (LLAMA, (64,), 1, 2),
+    (GPT2, (256,), 4, 2), (GPT2, (64,), 1, 2),
+    ("timm:vit_small_patch16_224", (3, 224, 224), 2, 2), ("timm:vit_small_patch16_224", (3, 224, 224), 8, 2),
+]  # fmt: skip
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+
+    rows = []
+    for ref, shape, batch, n in RUNS:
+        try:
+            live = fsdp_live_peak_mb(ref, shape, batch, n, attempts=10)
+        except RuntimeError as e:  # the profiler's own check failed on every run
+            rows.append({"model": ref, "input_shape": list(shape), "batch_size": batch, "processes": n})
+            rows[-1]["failed"] = str(e).splitlines()[0]
+            print(rows[-1]["failed"], flush=True)
+            continue
+        workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd", num_devices=n)
+        sharded = training_memory(ref, workload, parallel="fsdp")
+        whole = training_memory(ref, workload)
+        live_mb = sum(live.values())
+        row = {
+            "model": ref,
+            "input_shape": list(shape),
+            "batch_size": batch,
+            "processes": n,
+            "peak_live_mb": live,
+        }
+        row["estimate"] = {
+            k: v for k, v in sharded.as_dict().items() if k.endswith("_mb") or k in ("peak_at", "fsdp")
+        }
+        row["estimate_over_live"] = (sharded.total_mb - sharded.workspace_mb) / live_mb
+        row["unsharded_estimate_over_live"] = (whole.total_mb - whole.workspace_mb) / live_mb
+        rows.append(row)
+        print(
+            f"{ref[:40]} b{batch} x{n}: live {live_mb:.1f} MB; estimate / live {row['estimate_over_live']:.3f} "
+            f"({sharded.peak_at}), unsharded {row['unsharded_estimate_over_live']:.3f}",
+            flush=True,
+        )
+    args.out.write_text(json.dumps({"what": __doc__.splitlines()[0], "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
