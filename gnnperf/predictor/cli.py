@@ -7,6 +7,7 @@ import json
 import sys
 from dataclasses import replace
 
+from gnnperf.predictor.parallel import PARALLEL
 from gnnperf.predictor.report import fastest_first, print_comparison, print_row
 
 MAX_COUNT = 2**31 - 1  # a batch size or device count beyond it is a typo (past 2**63 torch cannot hold it)
@@ -54,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--parallel",
         default="dp",
-        choices=["dp", "ddp", "fsdp"],
+        choices=PARALLEL,
         help="how several devices run: dp, torch.nn.DataParallel, as learned (default); ddp, "
         "DistributedDataParallel: one device's predicted step + the gradient all-reduce the backward pass does "
         "not hide, from the interconnect's bandwidth; fsdp, fully sharded (FSDP2 fully_shard, ZeRO-3; each "

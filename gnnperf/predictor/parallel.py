@@ -146,21 +146,30 @@ class FsdpStep:
     reduce_scatter_ms: float
     exposed_ms: float
     link_gbs: float
+    sharded_update_ms: float = 0.0  # what updating a shard saves, at least, of the step's optimizer update
 
     @property
     def iteration_ms(self) -> float:
-        return self.step_ms + self.exposed_ms
+        return self.step_ms - self.sharded_update_ms + self.exposed_ms
 
 
 def fsdp_step(
-    step_ms: float, num_params: int, precision: str, num_devices: int, interconnect: str, device: str
+    step_ms: float,
+    num_params: int,
+    precision: str,
+    num_devices: int,
+    interconnect: str,
+    device: str,
+    update_ms: float = 0.0,
 ) -> FsdpStep:
     """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.memory.FsdpShards`).
 
     A ring all-gather or reduce-scatter moves ``(n - 1) / n`` of the weights' bytes through each GPU's link, half of
     an all-reduce (:func:`allreduce_ms`). Each unit's gather runs ahead of its compute, so the forward pass hides
     the first all-gather and the backward pass the second and the reduce-scatter, as far as they are shorter
-    (:data:`BACKWARD_SHARE` of the step is the backward pass). Left out: the first unit's gather and the last
+    (:data:`BACKWARD_SHARE` of the step is the backward pass). Each device updates its shard of the weights:
+    ``update_ms``, the step's update at its least (:func:`~gnnperf.predictor.optimizer_step.update_floor_ms`), is
+    ``1 / n`` as long, a saving no larger than the real one. Left out: the first unit's gather and the last
     reduce-scatter, which nothing hides (one unit's weights each), and the collectives' per-call latency.
 
     Raises:
@@ -170,7 +179,7 @@ def fsdp_step(
     once = allreduce_ms(num_params * GRAD_BYTES.get(precision, 4), num_devices, gbs) / 2
     backward = BACKWARD_SHARE * step_ms
     exposed = max(once - (step_ms - backward), 0.0) + max(2 * once - backward, 0.0)
-    return FsdpStep(step_ms, once, once, exposed, gbs)
+    return FsdpStep(step_ms, once, once, exposed, gbs, (1 - 1 / num_devices) * update_ms)
 
 
 def parallel_row(
@@ -195,17 +204,26 @@ def parallel_row(
             "allreduce_gbs": step.link_gbs,
         }
     else:
-        step = fsdp_step(*args)
+        from gnnperf.predictor.optimizer_step import update_floor_ms  # (which imports this module)
+
+        updates = "opt" in row["timed"] and row["optimizer"] not in (None, "none")
+        update = (
+            update_floor_ms(num_params, row["optimizer"], row["precision"], spec.mem_bandwidth_gbs)
+            if updates
+            else 0.0
+        )
+        step = fsdp_step(*args, update_ms=update)
         parts = {
             "all_gather_ms": step.gather_ms,
             "reduce_scatter_ms": step.reduce_scatter_ms,
             "exposed_ms": step.exposed_ms,
+            "sharded_update_saves_ms": step.sharded_update_ms,
             "link_gbs": step.link_gbs,
         }
     return {
         **fields,
         "iteration_time_ms": step.iteration_ms,
-        "interval_ms": [v + step.exposed_ms for v in row["interval_ms"]],
+        "interval_ms": [v + step.iteration_ms - step.step_ms for v in row["interval_ms"]],
         parallel: {
             "step_ms": step.step_ms,
             **parts,

@@ -392,7 +392,8 @@ def _fsdp_note(row: dict, one: bool) -> str:
     f = row["fsdp"]
     ring = (
         f" ({f['exposed_ms']:.2f} ms of 2 x {f['all_gather_ms']:.2f} + {f['reduce_scatter_ms']:.2f} after a "
-        f"{f['step_ms']:.2f} ms step), rings over {f['interconnect']} at {f['link_gbs']:.0f} GB/s"
+        f"{f['step_ms']:.2f} ms step, less {f['sharded_update_saves_ms']:.2f} for updating a shard), rings over "
+        f"{f['interconnect']} at {f['link_gbs']:.0f} GB/s"
         if one
         else ", rings over each GPU's interconnect (--json: fsdp)"
     )

@@ -527,8 +527,11 @@ def test_fsdp_shards_the_memory_and_adds_the_collectives_its_passes_do_not_hide(
     fsdp = replace(one, num_devices=4, parallel="fsdp")
     (alone, row) = predictor.predict([one, fsdp])
     assert row["fsdp"]["step_ms"] == pytest.approx(alone["iteration_time_ms"])  # the network saw one device
-    assert row["iteration_time_ms"] == pytest.approx(alone["iteration_time_ms"] + row["fsdp"]["exposed_ms"])
-    assert row["fsdp"]["all_gather_ms"] > 0 and row["fsdp"]["exposed_ms"] >= 0
+    f = row["fsdp"]  # AdamW's update on a quarter of the weights: at least 3/4 of its least time saved
+    assert row["iteration_time_ms"] == pytest.approx(
+        alone["iteration_time_ms"] - f["sharded_update_saves_ms"] + f["exposed_ms"]
+    )
+    assert f["all_gather_ms"] > 0 and f["exposed_ms"] >= 0 and f["sharded_update_saves_ms"] > 0
     memory, single = predictor.memory(fsdp), predictor.memory(one)
     # a quarter of the weights (buffers aside), gradients and optimizer state; the root's weights gathered whole
     assert memory["optimizer_mb"] == pytest.approx(single["optimizer_mb"] / 4)

@@ -93,5 +93,8 @@ def test_fsdp_gathers_the_weights_twice_and_reduce_scatters_the_gradients_each_h
     forward, backward = (1 - BACKWARD_SHARE) * 5.0, BACKWARD_SHARE * 5.0
     assert short.exposed_ms == pytest.approx(once - forward + 2 * once - backward)
     assert fsdp_step(5.0, params, "bf16", 8, "nvlink3-600gbs", "a").gather_ms == pytest.approx(once / 2)
+    # each device updates its eighth of the weights
+    updating = fsdp_step(200.0, params, "amp_bf16", 8, "nvlink3-600gbs", "a", update_ms=16.0)
+    assert updating.sharded_update_ms == pytest.approx(14.0) and updating.iteration_ms == pytest.approx(186.0)
     with pytest.raises(GnnperfError, match="gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU"):
         fsdp_step(10.0, 10**6, "fp32", 2, "nvlink-c2c-900gbs", "gh200")
