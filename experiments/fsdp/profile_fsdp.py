@@ -27,13 +27,24 @@ LLAMA = (
     "hf:llama?class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
     "&num_attention_heads=8&num_key_value_heads=8&vocab_size=32000"
 )
+# an encoder-decoder (its encoder's and decoder's layers all units) and a mixture of experts (traced with balanced
+# routing, run with its router's)
+T5 = (
+    "hf:t5?class=T5ForConditionalGeneration&num_layers=2&d_model=256&d_ff=512&num_heads=4&vocab_size=8000"
+    "&dropout_rate=0"
+)
+MIXTRAL = (
+    "hf:mixtral?class=MixtralForCausalLM&num_hidden_layers=2&hidden_size=256&intermediate_size=512"
+    "&num_attention_heads=4&num_key_value_heads=2&vocab_size=8000&num_local_experts=4&attn_implementation=sdpa"
+)
 # (reference, per-sample input shape, batch, processes): an LLM whose peak is the backward pass's start (the
 # loss's gradients), one with weights tied across the root (GPT-2), the same at batch 1 (gradients above the
-# activations), and a ViT, whose peak is later in the backward pass
+# activations), a ViT, whose peak is later in the backward pass, T5 and Mixtral
 RUNS = [
     (LLAMA, (256,), 4, 1), (LLAMA, (256,), 4, 2), (LLAMA, (256,), 4, 4), (LLAMA, (64,), 1, 2),
     (GPT2, (256,), 4, 2), (GPT2, (64,), 1, 2),
     ("timm:vit_small_patch16_224", (3, 224, 224), 2, 2), ("timm:vit_small_patch16_224", (3, 224, 224), 8, 2),
+    (T5, (64,), 4, 2), (MIXTRAL, (128,), 4, 2),
 ]  # fmt: skip
 
 

@@ -283,7 +283,7 @@ def _fsdp_shards(traced: _Traced, n: int) -> FsdpShards:
     # in block i's backward: its weights gathered, its gradients whole, and the weights of the block the backward
     # pass runs next (i - 1), gathered ahead; the gradients' copy into the reduce-scatter's input comes once the
     # block's saved tensors are freed, and is left out (with it, ViT-S 1.025-1.042 of the profiled peak, without
-    # 1.011-1.013: experiments/fsdp)
+    # 1.007-1.013: experiments/fsdp)
     during = tuple(2 * u + (units[i - 1] if i else 0) for i, u in enumerate(units))
     return FsdpShards(
         devices=n,
