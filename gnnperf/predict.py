@@ -167,23 +167,34 @@ class Predictor:
     def memory(
         self, query: Query, hardware_file: str | None = None, max_batch: bool = False
     ) -> dict[str, Any] | None:
-        """The training step's peak memory per device for ``query`` (:mod:`gnnperf.graph.memory`; not learned).
+        """The step's peak memory per device for ``query`` (:mod:`gnnperf.graph.memory`, an inference step's
+        :mod:`gnnperf.graph.inference_memory`; not learned).
 
         The dict of :meth:`~gnnperf.graph.memory.MemoryEstimate.on_device` (MB by what holds them, the device's
-        memory, ``fits`` and ``verdict``), with ``largest_batch`` per device when ``max_batch`` and an hf model's
-        ``attention`` (:data:`gnnperf.zoo.hf.ATTENTION`); None where the
-        estimate does not apply: anything but a training step on a GPU whose memory size is known (what it was
-        checked on).
+        memory, ``fits`` and ``verdict``; an inference step's ``peak_at`` is ``forward``), with ``largest_batch``
+        per device when ``max_batch`` and a training step of an hf model its ``attention``
+        (:data:`gnnperf.zoo.hf.ATTENTION`); None where the estimate does not apply: a device other than a GPU whose
+        memory size is known (what it was checked on).
 
         Raises:
             GnnperfError: a model the shape-only trace cannot run, or an ONNX file (no PyTorch model to trace).
         """
+        from gnnperf.graph.inference_memory import largest_inference_batch
         from gnnperf.graph.memory import largest_batch
         from gnnperf.zoo.resolve import resolve_hf
 
         spec = self.spec(query.hardware, hardware_file)
-        if query.mode != "train" or spec.kind != "gpu" or not spec.memory_gb:
+        if spec.kind != "gpu" or not spec.memory_gb:
             return None
+        if query.mode == "infer":
+            inference = self._traces.inference(query)
+            memory = inference.on_device(spec.memory_gb)
+            if max_batch:
+                workload = query.workload(query.input_shape or ())
+                memory["largest_batch"] = largest_inference_batch(
+                    query.model, workload, spec.memory_gb, inference
+                )
+            return memory
         estimate = self._traces.estimate(query)
         memory = estimate.on_device(spec.memory_gb)
         # an hf model's attention, which the report names where it is eager

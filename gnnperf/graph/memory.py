@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any, NamedTuple
@@ -69,8 +70,8 @@ WORKSPACE_MB = 80.0
 # estimated below it and 94% of the batches that ran out above it (experiments/memory).
 USABLE_SHARE = 0.88
 # The model's dtype (weights, gradients, optimizer state, activations) per precision; autocast keeps fp32 weights.
-_MODEL_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
-_AUTOCAST_DTYPE = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
+MODEL_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+AUTOCAST_DTYPE = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 _OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2, "none": 0}  # the harness's SGD has momentum
 # Weight-sized temporaries the update holds at once in torch's foreach implementations (the default on a GPU;
 # a CPU loops over the weights one at a time): Adam and AdamW the list torch._foreach_sqrt returns, SGD with
@@ -180,18 +181,21 @@ class MemoryEstimate:
         ``verdict``: ``fits`` up to :data:`USABLE_SHARE` of the memory, ``at the limit`` up to all of it, else
         ``does not fit``; ``fits`` is true for the first.
         """
-        capacity_mb = memory_gb * 1024
-        verdict = (
-            "fits"
-            if self.total_mb <= USABLE_SHARE * capacity_mb
-            else "at the limit" if self.total_mb <= capacity_mb else "does not fit"
-        )  # fmt: skip
-        return {
-            **self.as_dict(),
-            "device_memory_gb": memory_gb,
-            "verdict": verdict,
-            "fits": verdict == "fits",
-        }
+        return {**self.as_dict(), **verdict(self.total_mb, memory_gb)}
+
+
+def verdict(total_mb: float, memory_gb: float) -> dict[str, Any]:
+    """``device_memory_gb``, ``verdict`` (``fits`` up to :data:`USABLE_SHARE` of the device's memory, ``at the
+    limit`` up to all of it, else ``does not fit``) and ``fits`` for a step's peak of ``total_mb``."""
+    capacity_mb = memory_gb * 1024
+    said = (
+        "fits"
+        if total_mb <= USABLE_SHARE * capacity_mb
+        else "at the limit"
+        if total_mb <= capacity_mb
+        else "does not fit"
+    )
+    return {"device_memory_gb": memory_gb, "verdict": said, "fits": said == "fits"}
 
 
 def training_memory(
@@ -231,7 +235,7 @@ def training_memory(
                 seeded = torch.Generator().manual_seed(0)
                 one = spec.make_inputs(workload.batch_size, workload.input_shape or None, generator=seeded)
             # fake tensors log each op they cannot run, with its stack, before the error this turns into one line
-            with context(), _quiet("torch._subclasses.fake_tensor", logging.CRITICAL):
+            with context(), quiet_logger("torch._subclasses.fake_tensor", logging.CRITICAL):
                 traced = _trace(spec, workload, one, checkpointing or fsdp, values)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
@@ -345,7 +349,8 @@ def largest_batch(
 
 
 @contextmanager
-def _quiet(logger: str, level: int = logging.ERROR):
+def quiet_logger(logger: str, level: int = logging.ERROR) -> Iterator[None]:
+    """``logger`` at ``level`` and above only, while in the context."""
     log = logging.getLogger(logger)
     saved = log.level
     log.setLevel(level)
@@ -356,7 +361,9 @@ def _quiet(logger: str, level: int = logging.ERROR):
 
 
 @contextmanager
-def _default_dtype(dtype: torch.dtype):
+def default_dtype(dtype: torch.dtype) -> Iterator[None]:
+    """torch's default floating-point type, while in the context (as ``model.to(dtype)``, which fake and meta
+    parameters cannot do)."""
     saved = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -382,10 +389,10 @@ def _trace(
     :class:`~gnnperf.graph.input_values.InputValues`; ``by_block``: the trace split by the repeated blocks."""
     from gnnperf.graph.export import _no_random_init
 
-    dtype = _MODEL_DTYPE.get(workload.precision, torch.float32)
+    dtype = MODEL_DTYPE.get(workload.precision, torch.float32)
     # the default dtype as model.to(dtype) (fake parameters cannot be converted); the builder's warnings were
     # printed when the graph was built
-    with _no_random_init(), _default_dtype(dtype), _quiet("transformers"):
+    with _no_random_init(), default_dtype(dtype), quiet_logger("transformers"):
         model = spec.build(input_shape=workload.input_shape or None)
     inputs = tuple(
         t
@@ -397,7 +404,7 @@ def _trace(
     )
     loss = TrainingLoss(upcast=workload.precision in ("fp16", "bf16"))  # as the harness computes it
     with spec.tracing(), InputValues() if values else nullcontext():
-        trace = trace_saved(model, inputs, _AUTOCAST_DTYPE.get(workload.precision), by_block, loss)
+        trace = trace_saved(model, inputs, AUTOCAST_DTYPE.get(workload.precision), by_block, loss)
     lazy = torch.nn.parameter.UninitializedTensorMixin
     trainable = [p for p in model.parameters() if p.requires_grad and not isinstance(p, lazy)]
     buffers = [t for t in model.buffers() if not isinstance(t, lazy)]

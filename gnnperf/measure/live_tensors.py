@@ -23,7 +23,7 @@ from torch import nn
 
 from gnnperf.measure.harness import TrainingLoss
 
-__all__ = ["LABELS", "fsdp_live_peak_mb", "live_peak_mb"]
+__all__ = ["LABELS", "fsdp_live_peak_mb", "inference_live_peak_mb", "live_peak_mb"]
 
 # export_memory_timeline's columns after the first: torch.profiler._memory_profiler's categories in its plot order
 LABELS = (
@@ -73,12 +73,40 @@ def live_peak_mb(
         activities=cpu, profile_memory=True, record_shapes=True, with_stack=True
     ) as prof:
         step()
+    sizes = _timeline(prof)
+    at = sizes.sum(1).argmax()
+    return {label: float(v / 2**20) for label, v in zip(LABELS, sizes[at], strict=True)}
+
+
+def _timeline(prof: torch.profiler.profile) -> np.ndarray:
+    """The profiled step's live bytes by label (:data:`LABELS`), one row per moment."""
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "timeline.json"
         prof.export_memory_timeline(str(path), device="cpu")
-        sizes = np.array(json.loads(path.read_text())[1], dtype=float)[:, 1:]  # the first column is unused
-    at = sizes.sum(1).argmax()
-    return {label: float(v / 2**20) for label, v in zip(LABELS, sizes[at], strict=True)}
+        return np.array(json.loads(path.read_text())[1], dtype=float)[:, 1:]  # the first column is unused
+
+
+def inference_live_peak_mb(
+    model: nn.Module, inputs: tuple[torch.Tensor, ...], autocast: torch.dtype | None = None
+) -> float:
+    """MB of the live tensors at their most in one CPU inference step (``torch.no_grad``, eval mode, after one
+    unprofiled), the model's weights among them; ``autocast``: under CPU autocast to that type."""
+    model.eval()
+    amp = torch.autocast("cpu", dtype=autocast) if autocast is not None else nullcontext()
+
+    def step() -> None:
+        with torch.no_grad(), amp:
+            model(*inputs)
+
+    step()
+    with torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        profile_memory=True,
+        record_shapes=True,
+        with_stack=True,
+    ) as prof:
+        step()
+    return float(_timeline(prof).sum(1).max() / 2**20)
 
 
 def fsdp_live_peak_mb(

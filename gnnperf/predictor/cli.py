@@ -235,9 +235,7 @@ def run(args: argparse.Namespace) -> int:
         try:
             row["memory"] = predictor.memory(query, args.hardware_file, max_batch=args.max_batch)
             if row["memory"] is None and args.max_batch:
-                row["memory_note"] = (
-                    "no memory estimate: it covers training steps on a GPU whose memory size is known"
-                )
+                row["memory_note"] = "no memory estimate: it covers steps on a GPU whose memory size is known"
         except GnnperfError as e:  # a model the shape-only trace cannot run
             row["memory"], row["memory_note"] = None, str(e)
     if _asks_every_gpu(args.hardware):  # a ranking: the table and the JSON lines alike

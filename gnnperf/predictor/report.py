@@ -65,39 +65,7 @@ def print_row(row: dict) -> None:
                 f"{unit})"
             )
     if row["memory"]:
-        m = row["memory"]
-        held = m["weights_mb"] + m["optimizer_mb"] + m["ddp_buckets_mb"]
-        buckets = " + DDP buckets" if m["ddp_buckets_mb"] else ""
-        gib = {k: v / 1024 for k, v in m.items() if k.endswith("_mb")}
-        moment = {
-            "backward": f"in the backward pass (activations and gradients {gib['backward_mb']:.1f} at once, of "
-            f"{gib['activations_mb']:.1f} and {gib['gradients_mb']:.1f}",
-            "tied_gradients": f"at the end of the backward pass (the gradients {gib['gradients_mb']:.1f} and a tied "
-            f"weight's two more {gib['tied_gradients_mb']:.1f}"
-            + (", the root unit's weights and gradients whole" if m.get("fsdp") else ""),
-            "update": f"at the optimizer update (the gradients {gib['gradients_mb']:.1f} and the update's temporaries "
-            f"{gib['update_mb']:.1f}",
-        }[m["peak_at"]]
-        verdict = {
-            "fits": "fits",
-            "at the limit": "at the limit: above the share usable in practice, it may run out of memory",
-            "does not fit": "does NOT fit: expect an out-of-memory error",
-        }[m["verdict"]]
-        print(
-            f"  peak memory {gib['total_mb']:.1f} GiB per device {moment}; weights{buckets} + optimizer "
-            f"{held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
-        )
-        if m.get("fsdp"):
-            f = m["fsdp"]
-            print(
-                f"  sharded over {f['devices']} devices: weights, gradients and optimizer state a shard each; the "
-                f"root unit's weights ({f['root_mb'] / 1024:.1f} GiB: all but the {f['units']} repeated blocks) gathered "
-                f"whole through both passes, each block's ({f['largest_unit_mb'] / 1024:.2f} GiB at most) in turn"
-            )
-        if "largest_batch" in m:
-            print(f"  largest batch whose step fits: {m['largest_batch']} per device")
-        if m.get("attention") == "eager":
-            print(f"  {EAGER_ATTENTION_NOTE}")
+        _print_memory(row["memory"])
     elif "memory_note" in row:
         print(f"  {row['memory_note']}")
     if row["unlearned_workload"]:
@@ -346,6 +314,50 @@ def print_comparison(rows: list[dict]) -> None:
         notes.append(EAGER_ATTENTION_NOTE)
     for note in notes:
         console.print(f"  {note}")
+
+
+def _print_memory(m: dict) -> None:
+    """The memory lines of one prediction: the peak, at which moment, by what holds it, and the verdict."""
+    verdict = {
+        "fits": "fits",
+        "at the limit": "at the limit: above the share usable in practice, it may run out of memory",
+        "does not fit": "does NOT fit: expect an out-of-memory error",
+    }[m["verdict"]]
+    gib = {k: v / 1024 for k, v in m.items() if k.endswith("_mb")}
+    if m["peak_at"] == "forward":  # an inference step
+        print(
+            f"  peak memory {gib['total_mb']:.1f} GiB per device in the forward pass (tensors {gib['activations_mb']:.1f} "
+            f"at once; weights {gib['weights_mb']:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
+        )
+        if "largest_batch" in m:
+            print(f"  largest batch whose step fits: {m['largest_batch']} per device")
+        return
+    held = m["weights_mb"] + m["optimizer_mb"] + m["ddp_buckets_mb"]
+    buckets = " + DDP buckets" if m["ddp_buckets_mb"] else ""
+    moment = {
+        "backward": f"in the backward pass (activations and gradients {gib['backward_mb']:.1f} at once, of "
+        f"{gib['activations_mb']:.1f} and {gib['gradients_mb']:.1f}",
+        "tied_gradients": f"at the end of the backward pass (the gradients {gib['gradients_mb']:.1f} and a tied "
+        f"weight's two more {gib['tied_gradients_mb']:.1f}"
+        + (", the root unit's weights and gradients whole" if m.get("fsdp") else ""),
+        "update": f"at the optimizer update (the gradients {gib['gradients_mb']:.1f} and the update's temporaries "
+        f"{gib['update_mb']:.1f}",
+    }[m["peak_at"]]
+    print(
+        f"  peak memory {gib['total_mb']:.1f} GiB per device {moment}; weights{buckets} + optimizer "
+        f"{held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
+    )
+    if m.get("fsdp"):
+        f = m["fsdp"]
+        print(
+            f"  sharded over {f['devices']} devices: weights, gradients and optimizer state a shard each; the "
+            f"root unit's weights ({f['root_mb'] / 1024:.1f} GiB: all but the {f['units']} repeated blocks) gathered "
+            f"whole through both passes, each block's ({f['largest_unit_mb'] / 1024:.2f} GiB at most) in turn"
+        )
+    if "largest_batch" in m:
+        print(f"  largest batch whose step fits: {m['largest_batch']} per device")
+    if m.get("attention") == "eager":
+        print(f"  {EAGER_ATTENTION_NOTE}")
 
 
 def parallel_note(row: dict, one: bool = True) -> str:

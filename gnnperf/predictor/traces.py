@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from gnnperf.errors import GnnperfError
 
 if TYPE_CHECKING:
+    from gnnperf.graph.inference_memory import InferenceMemory
     from gnnperf.graph.memory import Checkpointed, MemoryEstimate
     from gnnperf.measure.workload import Workload
     from gnnperf.predictor.query import Query
@@ -21,7 +22,7 @@ class Traces:
     """Memory estimates by (model, workload, DDP, checkpointing), traced on first use."""
 
     def __init__(self) -> None:
-        self._done: dict[tuple, MemoryEstimate | GnnperfError] = {}
+        self._done: dict[tuple, MemoryEstimate | InferenceMemory | GnnperfError] = {}
 
     def estimate(self, query: Query) -> MemoryEstimate:
         """The query's training-step memory estimate.
@@ -36,6 +37,25 @@ class Traces:
         if key not in self._done:
             try:
                 self._done[key] = training_memory(query.model, workload, *key[2:])
+            except GnnperfError as e:
+                self._done[key] = e
+        if isinstance(self._done[key], GnnperfError):
+            raise self._done[key]
+        return self._done[key]
+
+    def inference(self, query: Query) -> InferenceMemory:
+        """The query's inference-step memory estimate.
+
+        Raises:
+            GnnperfError: a model the shape-only trace cannot run, or an ONNX file (no PyTorch model to trace).
+        """
+        from gnnperf.graph.inference_memory import inference_memory
+
+        workload = query.workload(query.input_shape or ())
+        key = (query.model, workload, "infer")
+        if key not in self._done:
+            try:
+                self._done[key] = inference_memory(query.model, workload)
             except GnnperfError as e:
                 self._done[key] = e
         if isinstance(self._done[key], GnnperfError):

@@ -256,8 +256,17 @@ def test_predict_says_whether_the_training_step_fits_in_the_device_memory():
         capture_output=True,
         text=True,
     )
-    row = json.loads(infer.stdout)
-    assert row["memory"] is None and "training steps" in row["memory_note"]  # asked for, and told why not
+    memory = json.loads(infer.stdout)["memory"]  # an inference step: the weights and the forward pass's peak
+    assert memory["peak_at"] == "forward" and memory["fits"] and memory["largest_batch"] > 64
+    infer = subprocess.run([*cmd, "--batch-size", "64", "--mode", "infer"], capture_output=True, text=True)
+    assert "per device in the forward pass (tensors" in infer.stdout
+    cpu = subprocess.run(  # no memory size of a CPU's to check against: asked for, and told why not
+        [*cmd[:-1], "cpu-intel-xeon-1t", "--batch-size", "8", "--max-batch", "--json"],
+        capture_output=True,
+        text=True,
+    )
+    row = json.loads(cpu.stdout)
+    assert row["memory"] is None and "a GPU whose memory size is known" in row["memory_note"]
 
 
 def test_a_step_with_more_weights_than_activations_peaks_after_the_backward_pass(capsys):

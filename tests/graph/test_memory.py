@@ -12,10 +12,11 @@ from torch.nn import functional as F
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.checkpointing import library_checkpointing
+from gnnperf.graph.inference_memory import inference_memory, largest_inference_batch
 from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, largest_batch, training_memory
 from gnnperf.graph.saved import saved_activation_bytes, trace_saved
 from gnnperf.measure.harness import TrainingLoss
-from gnnperf.measure.live_tensors import fsdp_live_peak_mb, live_peak_mb
+from gnnperf.measure.live_tensors import fsdp_live_peak_mb, inference_live_peak_mb, live_peak_mb
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
@@ -373,3 +374,40 @@ def test_fsdp_is_each_devices_shard_and_the_units_it_gathers_whole(ref, batch, s
     workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd", num_devices=2)
     estimate = training_memory(ref, workload, parallel="fsdp")
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=within)
+
+
+@pytest.mark.parametrize(
+    ("ref", "batch", "shape", "precision"),
+    [
+        ("timm:vit_small_patch16_224", 8, (3, 224, 224), "fp32"),  # fused attention: no attention matrix
+        ("timm:convnext_atto", 8, (3, 128, 128), "fp32"),
+        (LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM&attn_implementation=sdpa", 4, (128,), "fp32"),
+        ("hf:gpt2?class=GPT2LMHeadModel&n_layer=2&n_embd=128&n_head=2&vocab_size=5000", 4, (128,), "fp32"),  # eager
+        # autocast's cast cache keeps a half-precision copy of every weight through the forward pass
+        ("zoo:mlp?activation=relu&depth=4&dropout=0.0&in_features=256&norm=none&num_classes=100&width=1024",
+         64, (256,), "amp_bf16"),
+    ],
+)  # fmt: skip
+def test_an_inference_step_holds_the_weights_and_the_most_tensors_alive_at_once(ref, batch, shape, precision):
+    """Against torch's memory profiler on a CPU forward under no_grad (CPU autocast where the lists agree)."""
+    spec = resolve(ref)
+    amp = torch.bfloat16 if precision == "amp_bf16" else None
+    live_mb = inference_live_peak_mb(spec.build(), spec.make_inputs(batch, shape), autocast=amp)
+    workload = Workload(batch_size=batch, input_shape=shape, mode="infer", precision=precision)
+    estimate = inference_memory(ref, workload)
+    assert estimate.weights_mb + estimate.activations_mb == pytest.approx(live_mb, rel=0.01)
+    if amp is not None:  # the weights' bf16 copies are among the tensors alive at once
+        assert estimate.activations_mb > estimate.weights_mb / 2
+
+
+def test_the_largest_inference_batch_is_the_last_that_fits():
+    workload = Workload(batch_size=16, input_shape=(3, 128, 128), mode="infer")
+    traced = inference_memory("torchvision:resnet18", workload)
+    largest = largest_inference_batch("torchvision:resnet18", workload, 2, traced)
+    usable_mb = USABLE_SHARE * 2 * 1024
+    at = inference_memory("torchvision:resnet18", replace(workload, batch_size=largest))
+    above = inference_memory("torchvision:resnet18", replace(workload, batch_size=largest + 1))
+    assert largest > 16 and at.total_mb <= usable_mb < above.total_mb
+    assert at.on_device(2)["verdict"] == "fits" and above.on_device(2)["verdict"] != "fits"
+    with pytest.raises(GnnperfError, match="covers inference steps"):
+        inference_memory("torchvision:resnet18", TRAIN)
