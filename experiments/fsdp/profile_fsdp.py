@@ -2,7 +2,7 @@
 
 Each model runs one SGD training step (after a first that makes the optimizer's state) in ``N`` processes on this
 CPU (``torchrun``, the gloo backend), sharded with PyTorch's FSDP2 ``fully_shard`` the way
-:class:`gnnperf.graph.memory.FsdpShards` assumes: each repeated block its own unit, then the root. Rank 0's live
+:class:`gnnperf.graph.fsdp.FsdpShards` assumes: each repeated block its own unit, then the root. Rank 0's live
 tensors at their most (:func:`gnnperf.measure.live_tensors.fsdp_live_peak_mb`) are set beside
 ``training_memory(..., parallel="fsdp")`` (less the GPU workspace) and beside the unsharded estimate.
 

@@ -6,7 +6,8 @@ output that owns new memory is counted until its Python object is freed, as the 
 released (views and in-place results own none). The model runs under ``torch.no_grad`` with the GPU's fused
 attention (:func:`gnnperf.graph.as_on_gpu.as_on_gpu`) and, for ``amp_*``, CUDA autocast's casts
 (:class:`~gnnperf.graph.as_on_gpu.CudaAutocast`), whose copies of the weights autocast keeps for the whole forward
-pass (its cast cache). Checked against torch's memory profiler on a CPU forward (``tests/graph/test_memory.py``).
+pass (its cast cache). Checked against torch's memory profiler on a CPU forward (``tests/graph/test_memory.py``,
+``experiments/memory``: 0.999-1.000 for seven models at one thread).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ import logging
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, NamedTuple
 
 import torch
@@ -56,6 +56,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.checkpointing import checkpoint_blocks
+from gnnperf.graph.fsdp import FsdpShards, fsdp_shards
 from gnnperf.graph.input_values import InputValues
 from gnnperf.graph.saved import ForwardTrace, trace_saved
 from gnnperf.measure.harness import TrainingLoss
@@ -87,34 +88,6 @@ class Checkpointed:
     blocks: int  # how many modules are checkpointed (0: the model has no repeated blocks)
     recompute_share: float  # the blocks' share of the forward FLOPs, which the backward pass runs again
     activations_plain_mb: float  # the saved activations without checkpointing
-
-
-@dataclass(frozen=True)
-class FsdpShards:
-    """Fully sharded data parallel (PyTorch's FSDP2 ``fully_shard``, ZeRO stage 3) over ``devices``, each repeated
-    block (:func:`~gnnperf.graph.checkpointing.checkpoint_blocks`: a transformer layer) one unit and the rest of the
-    model (embeddings, output layer, final norm) the root's, as transformers' and torchtitan's recipes wrap it.
-
-    Each device holds its shard of the weights, gradients and optimizer state. A unit's weights are gathered whole
-    for its forward and again for its backward pass, with the next unit's gathered ahead, and its gradients are
-    whole until they are reduce-scattered at the end of its backward pass; the root's weights stay gathered from
-    the start of the forward pass to the end of the backward pass, when its gradients are whole and copied into the
-    reduce-scatter's input, counted at once with a tied weight's two gradients (:attr:`MemoryEstimate.phases_mb`
-    ``tied_gradients``, the end of the backward pass). Checked against torch's memory profiler on runs of 1, 2 and
-    4 processes on a CPU (``experiments/fsdp``).
-    """
-
-    devices: int
-    units: int  # the repeated blocks, each its own unit
-    root_mb: float  # the root's weights, gathered whole from the forward pass to the end of the backward pass
-    # the root's gradients beyond their shard at the end of the backward pass: whole, and copied into the
-    # reduce-scatter's input
-    root_gradients_mb: float
-    largest_unit_mb: float
-    root_ids: frozenset[int] = field(default=frozenset(), repr=False, compare=False)
-    # by block, what its backward pass holds beyond the traced tensors (bytes): its weights and gradients whole, the
-    # next block's weights gathered ahead
-    in_block_bytes: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -254,7 +227,7 @@ def training_memory(
     activations = trace.checkpointed_bytes() if checkpointing else plain
     checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
     updates = "opt" in workload.timed
-    shards = _fsdp_shards(traced, n) if fsdp else None
+    shards = fsdp_shards(gradient_bytes, traced.block_weights, n) if fsdp else None
     at_once = activations
     if backward and shards is None:
         at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing)
@@ -274,29 +247,6 @@ def training_memory(
         tied_gradients_mb=2 * traced.tied_mb if backward else 0.0,
         backward_mb=at_once / _MB,
         fsdp=shards if backward else None,
-    )
-
-
-def _fsdp_shards(traced: _Traced, n: int) -> FsdpShards:
-    """The units FSDP gathers whole, from a trace split by block (see :class:`FsdpShards`)."""
-    grads = traced.gradient_bytes
-    units = [sum(grads[w] for w in block) for block in traced.block_weights]
-    in_blocks = set().union(*traced.block_weights)
-    root_ids = frozenset(w for w in grads if w not in in_blocks)
-    root = sum(grads[w] for w in root_ids)
-    # in block i's backward: its weights gathered, its gradients whole, and the weights of the block the backward
-    # pass runs next (i - 1), gathered ahead; the gradients' copy into the reduce-scatter's input comes once the
-    # block's saved tensors are freed, and is left out (with it, ViT-S 1.025-1.042 of the profiled peak, without
-    # 1.007-1.013: experiments/fsdp)
-    during = tuple(2 * u + (units[i - 1] if i else 0) for i, u in enumerate(units))
-    return FsdpShards(
-        devices=n,
-        units=len(units),
-        root_mb=root / _MB,
-        root_gradients_mb=(2 - 1 / n) * root / _MB,
-        largest_unit_mb=max(units, default=0) / _MB,
-        root_ids=root_ids,
-        in_block_bytes=during,
     )
 
 

@@ -113,7 +113,7 @@ def fsdp_live_peak_mb(
     ref: str, input_shape: tuple[int, ...], batch: int, processes: int, attempts: int = 5
 ) -> dict[str, float]:
     """:func:`live_peak_mb` of the first of ``processes`` CPU processes (``torchrun``, gloo) training ``ref``
-    sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.memory.FsdpShards` assumes (each repeated
+    sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.fsdp.FsdpShards` assumes (each repeated
     block a unit, then the root), at ``batch`` samples a process. The first process alone is profiled. The memory
     timeline's own consistency check (``version mismatch``) fails on some runs, where a tensor the collectives
     write in gloo's threads is versioned out of the order it sees (a ViT's runs more often than not, an LLM's about

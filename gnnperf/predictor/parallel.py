@@ -162,7 +162,7 @@ def fsdp_step(
     device: str,
     update_ms: float = 0.0,
 ) -> FsdpStep:
-    """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.memory.FsdpShards`).
+    """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.fsdp.FsdpShards`).
 
     A ring all-gather or reduce-scatter moves ``(n - 1) / n`` of the weights' bytes through each GPU's link, half of
     an all-reduce (:func:`allreduce_ms`). Each unit's gather runs ahead of its compute, so the forward pass hides

@@ -18,7 +18,7 @@ class Query:
     ``torch.nn.DataParallel``, as learned (the torchvision GPU benchmark's rows, 1-4 GPUs, are the only multi-GPU
     training data of the shipped predictor), or ``ddp``, ``DistributedDataParallel``: one device's predicted step
     plus the gradient all-reduce it does not hide, or ``fsdp``, fully sharded: the memory of a device's shard
-    (:class:`gnnperf.graph.memory.FsdpShards`) and one device's step plus the collectives it does not hide
+    (:class:`gnnperf.graph.fsdp.FsdpShards`) and one device's step plus the collectives it does not hide
     (:mod:`gnnperf.predictor.parallel`; both composed, not learned).
     ``h2d`` puts the host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
     ``activation_checkpointing`` checkpoints the model's repeated blocks: the step's memory as traced that way, its

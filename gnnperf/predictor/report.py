@@ -8,18 +8,14 @@ from __future__ import annotations
 
 from gnnperf.console import stdout_console
 from gnnperf.predictor.coverage import THIN_ROWS
+from gnnperf.predictor.notes import EAGER_ATTENTION_NOTE, checkpointing_note, parallel_note, print_memory
 from gnnperf.predictor.optimizer_step import UPDATE_FLOOR_NOTE
-from gnnperf.predictor.parallel import DP_FLOOR_NOTE, GPUS_PER_MACHINE
+from gnnperf.predictor.parallel import DP_FLOOR_NOTE
 
 # The GNN's MAPE on a GPU no training row had (experiments/h200_unseen/results.json, predictors.gnn.all.mape,
 # rounded; a test keeps the two equal), quoted for devices predicted from their specs.
 UNSEEN_DEVICE_MAPE = 46
 UNSEEN_DEVICE_STUDY = "experiments/h200_unseen"
-# an hf model built with eager attention (the reference's default, what the predictor learned)
-EAGER_ATTENTION_NOTE = (
-    "eager attention keeps each layer's attention matrix for the backward pass; sdpa, transformers' default where "
-    "the model has it (&attn_implementation=sdpa in the reference), keeps none (the time is predicted as eager's)"
-)
 
 
 def print_row(row: dict) -> None:
@@ -65,7 +61,7 @@ def print_row(row: dict) -> None:
                 f"{unit})"
             )
     if row["memory"]:
-        _print_memory(row["memory"])
+        print_memory(row["memory"])
     elif "memory_note" in row:
         print(f"  {row['memory_note']}")
     if row["unlearned_workload"]:
@@ -157,17 +153,6 @@ def print_row(row: dict) -> None:
             for c in row["breakdown_by_class"]
         )
         print(f"  by op class: {classes}")
-
-
-def checkpointing_note(ck: dict) -> str:
-    """What activation checkpointing adds to a step (:mod:`gnnperf.predictor.recompute`)."""
-    if not ck["blocks"]:
-        return "activation checkpointing: no repeated blocks found in the model, so nothing is checkpointed"
-    return (
-        f"activation checkpointing of {ck['blocks']} blocks: +{ck['recompute_ms']:.2f} ms recomputing their forward "
-        f"pass ({ck['recompute_share']:.0%} of the forward FLOPs; composed, not learned: experiments/checkpointing); "
-        f"{ck['step_without_ms']:.2f} ms without"
-    )
 
 
 # Short names of a row's extrapolation flags for the comparison table, with what each means (printed once below it).
@@ -314,106 +299,6 @@ def print_comparison(rows: list[dict]) -> None:
         notes.append(EAGER_ATTENTION_NOTE)
     for note in notes:
         console.print(f"  {note}")
-
-
-def _print_memory(m: dict) -> None:
-    """The memory lines of one prediction: the peak, at which moment, by what holds it, and the verdict."""
-    verdict = {
-        "fits": "fits",
-        "at the limit": "at the limit: above the share usable in practice, it may run out of memory",
-        "does not fit": "does NOT fit: expect an out-of-memory error",
-    }[m["verdict"]]
-    gib = {k: v / 1024 for k, v in m.items() if k.endswith("_mb")}
-    if m["peak_at"] == "forward":  # an inference step
-        print(
-            f"  peak memory {gib['total_mb']:.1f} GiB per device in the forward pass (tensors {gib['activations_mb']:.1f} "
-            f"at once; weights {gib['weights_mb']:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
-        )
-        if "largest_batch" in m:
-            print(f"  largest batch whose step fits: {m['largest_batch']} per device")
-        return
-    held = m["weights_mb"] + m["optimizer_mb"] + m["ddp_buckets_mb"]
-    buckets = " + DDP buckets" if m["ddp_buckets_mb"] else ""
-    moment = {
-        "backward": f"in the backward pass (activations and gradients {gib['backward_mb']:.1f} at once, of "
-        f"{gib['activations_mb']:.1f} and {gib['gradients_mb']:.1f}",
-        "tied_gradients": f"at the end of the backward pass (the gradients {gib['gradients_mb']:.1f} and a tied "
-        f"weight's two more {gib['tied_gradients_mb']:.1f}"
-        + (", the root unit's weights and gradients whole" if m.get("fsdp") else ""),
-        "update": f"at the optimizer update (the gradients {gib['gradients_mb']:.1f} and the update's temporaries "
-        f"{gib['update_mb']:.1f}",
-    }[m["peak_at"]]
-    print(
-        f"  peak memory {gib['total_mb']:.1f} GiB per device {moment}; weights{buckets} + optimizer "
-        f"{held / 1024:.1f}), of {m['device_memory_gb']:g} GB: {verdict}"
-    )
-    if m.get("fsdp"):
-        f = m["fsdp"]
-        print(
-            f"  sharded over {f['devices']} devices: weights, gradients and optimizer state a shard each; the "
-            f"root unit's weights ({f['root_mb'] / 1024:.1f} GiB: all but the {f['units']} repeated blocks) gathered "
-            f"whole through both passes, each block's ({f['largest_unit_mb'] / 1024:.2f} GiB at most) in turn"
-        )
-    if "largest_batch" in m:
-        print(f"  largest batch whose step fits: {m['largest_batch']} per device")
-    if m.get("attention") == "eager":
-        print(f"  {EAGER_ATTENTION_NOTE}")
-
-
-def parallel_note(row: dict, one: bool = True) -> str:
-    """How a prediction on several GPUs runs them: ``DataParallel`` as learned, or ``DistributedDataParallel``.
-
-    With ``one``, the DDP line gives ``row``'s all-reduce times; for a table (given its row with the most devices)
-    only what the rows share.
-    """
-    if row["parallel"] == "dp":
-        return (
-            "devices: torch.nn.DataParallel (one process scattering each batch), as the training rows ran it; "
-            "--parallel ddp for DistributedDataParallel, fsdp for fully sharded"
-        )
-    if row["parallel"] == "fsdp":
-        return _fsdp_note(row, one)
-    how = "DistributedDataParallel: one device's predicted step + the gradient all-reduce its backward pass does not hide"
-    if "ddp" not in row:  # nothing timed that has a backward pass
-        return f"{how} (none: no backward pass is timed)"
-    d = row["ddp"]
-    ring = (
-        f" ({d['exposed_allreduce_ms']:.2f} of {d['allreduce_ms']:.2f} ms after a {d['step_ms']:.2f} ms step), a ring "
-        f"over {d['interconnect']} at {d['allreduce_gbs']:.0f} GB/s"
-        if one
-        else ", a ring over each GPU's interconnect (--json: ddp)"
-    )
-    beyond = (
-        f"; beyond {GPUS_PER_MACHINE} GPUs the ring crosses machines, whose network is slower than the link priced"
-        if d["beyond_one_machine"]
-        else ""
-    )
-    return (
-        f"{how}{ring}; composed from the data sheet, not learned: no source here timed DDP, and published 8-GPU "
-        f"ResNet-50 runs lost 3-19% an iteration where it adds at most 0.2% (experiments/ddp){beyond}"
-    )
-
-
-def _fsdp_note(row: dict, one: bool) -> str:
-    how = (
-        "fully sharded (FSDP2, each repeated block a unit): one device's predicted step + the weights' all-gathers "
-        "and the gradients' reduce-scatter its passes do not hide"
-    )
-    if "fsdp" not in row:
-        return f"{how} (none: {'one device' if row['num_devices'] == 1 else 'no backward pass is timed'})"
-    f = row["fsdp"]
-    ring = (
-        f" ({f['exposed_ms']:.2f} ms of 2 x {f['all_gather_ms']:.2f} + {f['reduce_scatter_ms']:.2f} after a "
-        f"{f['step_ms']:.2f} ms step, less {f['sharded_update_saves_ms']:.2f} for updating a shard), rings over "
-        f"{f['interconnect']} at {f['link_gbs']:.0f} GB/s"
-        if one
-        else ", rings over each GPU's interconnect (--json: fsdp)"
-    )
-    beyond = f"; beyond {GPUS_PER_MACHINE} GPUs the rings cross machines" if f["beyond_one_machine"] else ""
-    return (
-        f"{how}{ring}; composed from the data sheet, not learned, and its time checked against no measurement (no "
-        f"source here timed FSDP; its memory against a sharded CPU run: experiments/fsdp){beyond}"
-    )
 
 
 def _calibrated(row: dict) -> str:
