@@ -172,18 +172,24 @@ def _torchscript(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.
 
 
 def _torchscript_to(buf: io.BytesIO, model: torch.nn.Module, args: tuple, names: list[str]) -> None:
-    torch.onnx.export(
-        model,
-        args,
-        buf,
-        dynamo=False,
-        export_params=False,
-        training=torch.onnx.TrainingMode.TRAINING,
-        do_constant_folding=False,
-        opset_version=OPSET,
-        input_names=names,
-        dynamic_axes={n: {0: "batch"} for n in names},
-    )
+    # the exporter switches autocast's weight-cast cache off while it traces and back on after, but not when the
+    # model raises: the process's later autocast steps (a measurement, a memory profile) would re-cast every weight
+    cache = torch.is_autocast_cache_enabled()
+    try:
+        torch.onnx.export(
+            model,
+            args,
+            buf,
+            dynamo=False,
+            export_params=False,
+            training=torch.onnx.TrainingMode.TRAINING,
+            do_constant_folding=False,
+            opset_version=OPSET,
+            input_names=names,
+            dynamic_axes={n: {0: "batch"} for n in names},
+        )
+    finally:
+        torch.set_autocast_cache_enabled(cache)
 
 
 def _dynamo(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.ModelProto:

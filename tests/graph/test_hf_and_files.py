@@ -55,6 +55,7 @@ def test_repeated_blocks_match_full_export(gpt2_config, exporter):
     # 256 tokens, 128 positions; the dynamo exporter's fake tensors alone would not stop it
     with pytest.raises(GnnperfError, match="IndexError: index out of range.*past the config's max_position"):
         build_graph(ref, (256,), exporter)
+    assert torch.is_autocast_cache_enabled()  # the TorchScript exporter's switch-off undone after its failure
     # the LM head sees every position: logits are (batch, seq, vocab)
     model = resolve(ref).build()
     assert model(torch.zeros(2, 32, dtype=torch.long)).shape == (2, 32, 500)
