@@ -44,11 +44,10 @@ class FsdpShards:
 def fsdp_shards(gradient_bytes: dict[int, int], block_weights: list[set[int]], n: int) -> FsdpShards:
     """The units FSDP gathers whole over ``n`` devices, from each trainable weight's bytes (by id) and the weights
     of each repeated block (see :class:`FsdpShards`)."""
-    grads = gradient_bytes
-    units = [sum(grads[w] for w in block) for block in block_weights]
+    units = [sum(gradient_bytes[w] for w in block) for block in block_weights]
     in_blocks = set().union(*block_weights)
-    root_ids = frozenset(w for w in grads if w not in in_blocks)
-    root = sum(grads[w] for w in root_ids)
+    root_ids = frozenset(w for w in gradient_bytes if w not in in_blocks)
+    root = sum(gradient_bytes[w] for w in root_ids)
     # in block i's backward: its weights gathered, its gradients whole, and the weights of the block the backward
     # pass runs next (i - 1), gathered ahead; the gradients' copy into the reduce-scatter's input comes once the
     # block's saved tensors are freed, and is left out (with it, ViT-S 1.025-1.042 of the profiled peak, without
