@@ -25,11 +25,11 @@ from gnnperf.errors import GnnperfError
 from gnnperf.graph.as_on_gpu import CudaAutocast, as_on_gpu
 from gnnperf.graph.memory import (
     AUTOCAST_DTYPE,
-    MODEL_DTYPE,
     USABLE_SHARE,
     WORKSPACE_MB,
-    default_dtype,
-    quiet_logger,
+    build_shaped,
+    error_line,
+    shaped_inputs,
     verdict,
 )
 from gnnperf.measure.workload import Workload
@@ -101,7 +101,6 @@ def inference_memory(model_ref: str, workload: Workload) -> InferenceMemory:
     Raises:
         GnnperfError: a training workload, an ONNX file, or a model the meta device cannot run.
     """
-    from gnnperf.graph.export import _no_random_init
     from gnnperf.zoo.resolve import resolve
 
     if workload.mode != "infer":
@@ -110,21 +109,15 @@ def inference_memory(model_ref: str, workload: Workload) -> InferenceMemory:
     if spec.builder is None:
         raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
     one = spec.make_inputs(1, workload.input_shape or None)
-    dtype = MODEL_DTYPE.get(workload.precision, torch.float32)
     half = AUTOCAST_DTYPE.get(workload.precision)
     cached: list[torch.Tensor] = []  # autocast's weight copies, held as its cache holds them
     try:
-        with torch.device("meta"), _no_random_init(), default_dtype(dtype), quiet_logger("transformers"):
-            model = spec.build(input_shape=workload.input_shape or None).eval()
+        with torch.device("meta"):
+            model = build_shaped(spec, workload).eval()
             weights = {id(p) for p in model.parameters()}
             live = LiveBytes()
             with live:  # the inputs are the step's too
-                inputs = tuple(
-                    torch.empty(
-                        (workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype
-                    )
-                    for t in one
-                )
+                inputs = shaped_inputs(one, workload)
             cast = (
                 CudaAutocast(half, lambda t, c: id(t) in weights and cached.append(c))
                 if half
@@ -133,9 +126,8 @@ def inference_memory(model_ref: str, workload: Workload) -> InferenceMemory:
             with torch.no_grad(), spec.tracing(), as_on_gpu(), cast, live:
                 model(*inputs)
     except Exception as e:  # noqa: BLE001 - code that reads a value (.item(), nonzero) cannot run without one
-        first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]
         raise GnnperfError(
-            f"{spec.ref}: memory not estimated, the shape-only trace failed ({first})"
+            f"{spec.ref}: memory not estimated, the shape-only trace failed ({error_line(e)})"
         ) from None
     weights_mb = sum(t.numel() * t.element_size() for t in (*model.parameters(), *model.buffers())) / _MB
     return InferenceMemory(weights_mb, live.peak / _MB, WORKSPACE_MB)

@@ -212,8 +212,7 @@ def training_memory(
                 traced = _trace(spec, workload, one, checkpointing or fsdp, values)
             break
         except Exception as e:  # noqa: BLE001 - data-dependent code (.item(), nonzero) cannot run without values
-            first = (str(e).strip().splitlines() or [""])[0].split(". ")[0]  # torch's meta errors run long
-            failures.append(f"{name}: {type(e).__name__}: {first}")
+            failures.append(f"{name}: {type(e).__name__}: {error_line(e)}")
     else:
         raise GnnperfError(
             f"{spec.ref}: memory not estimated, the shape-only traces failed ({'; '.join(failures)})"
@@ -322,6 +321,38 @@ def default_dtype(dtype: torch.dtype) -> Iterator[None]:
         torch.set_default_dtype(saved)
 
 
+def build_shaped(spec, workload: Workload) -> torch.nn.Module:
+    """``spec``'s model in the caller's tensor context (meta, fake), its weights in the workload's model type."""
+    from gnnperf.graph.export import _no_random_init
+
+    # the default dtype as model.to(dtype) (fake parameters cannot be converted); the builder's warnings were
+    # printed when the graph was built
+    dtype = MODEL_DTYPE.get(workload.precision, torch.float32)
+    with _no_random_init(), default_dtype(dtype), quiet_logger("transformers"):
+        return spec.build(input_shape=workload.input_shape or None)
+
+
+def shaped_inputs(
+    one: tuple[torch.Tensor, ...], workload: Workload, values: bool = False
+) -> tuple[torch.Tensor, ...]:
+    """``one``'s inputs (one sample each) at the workload's batch, empty in the caller's tensor context, floating
+    ones in the model's type; with ``values`` the integer ones as given (already the workload's batch)."""
+    dtype = MODEL_DTYPE.get(workload.precision, torch.float32)
+    return tuple(
+        t
+        if values and not t.is_floating_point()
+        else torch.empty(
+            (workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype
+        )
+        for t in one
+    )
+
+
+def error_line(e: Exception) -> str:
+    """The first line of ``e``'s message, up to its first sentence (torch's meta errors run long)."""
+    return (str(e).strip().splitlines() or [""])[0].split(". ")[0]
+
+
 class _Traced(NamedTuple):
     trace: ForwardTrace
     weight_mb: float  # parameters and buffers
@@ -337,21 +368,8 @@ def _trace(
     """The model built and run in the caller's tensor context on ``one``'s shapes at the workload's batch, or with
     ``values`` on its integer tensors themselves (the workload's batch of them), the forward run under
     :class:`~gnnperf.graph.input_values.InputValues`; ``by_block``: the trace split by the repeated blocks."""
-    from gnnperf.graph.export import _no_random_init
-
-    dtype = MODEL_DTYPE.get(workload.precision, torch.float32)
-    # the default dtype as model.to(dtype) (fake parameters cannot be converted); the builder's warnings were
-    # printed when the graph was built
-    with _no_random_init(), default_dtype(dtype), quiet_logger("transformers"):
-        model = spec.build(input_shape=workload.input_shape or None)
-    inputs = tuple(
-        t
-        if values and not t.is_floating_point()
-        else torch.empty(
-            (workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype
-        )
-        for t in one
-    )
+    model = build_shaped(spec, workload)
+    inputs = shaped_inputs(one, workload, values)
     loss = TrainingLoss(upcast=workload.precision in ("fp16", "bf16"))  # as the harness computes it
     with spec.tracing(), InputValues() if values else nullcontext():
         trace = trace_saved(model, inputs, AUTOCAST_DTYPE.get(workload.precision), by_block, loss)
