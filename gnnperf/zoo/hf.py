@@ -163,6 +163,7 @@ def hf_spec(path: str) -> ModelSpec:
         input_names=("input_ids",),
         builder=build,
         vocab_size=int(config.vocab_size),
+        excluded_token_ids=_pad_id(config),
         # Encoder-decoder stacks have two depths; they are always built whole.
         num_layers=None if is_encoder_decoder or not depth else int(depth),
         layer_scope=LAYER_SCOPE,
@@ -311,6 +312,12 @@ def _experts(config: Any, built: type | None) -> tuple[str, ...]:
 
 # Block index in ONNX node names ("/m/transformer/h.3/attn/MatMul") and parameter names ("m.model.layers.3.").
 LAYER_SCOPE = r"[/.](?:h|layer|layers|block|blocks)\.(\d+)[/.]"
+
+
+def _pad_id(config: Any) -> tuple[int, ...]:
+    """The config's padding token, which the harness's inputs leave out (:attr:`ModelSpec.excluded_token_ids`)."""
+    pad = getattr(config, "pad_token_id", None)
+    return (pad,) if isinstance(pad, int) and 0 <= pad < config.vocab_size and config.vocab_size > 1 else ()
 
 
 class HFLogits(nn.Module):

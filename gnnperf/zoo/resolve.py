@@ -53,6 +53,9 @@ class ModelSpec:
         default_input_shape: per-sample input shape used when the workload gives none.
         input_names: ONNX input names, one per model input.
         vocab_size: upper bound of token ids for ``tokens`` models.
+        excluded_token_ids: ids below ``vocab_size`` that inputs never hold: an hf config's ``pad_token_id``, since
+            a padded position takes other branches in some models' code (FSMT's padding mask, XLM's lengths) and a
+            training batch of packed text has none.
         num_layers: depth of the repeated block for models that can be built shallower (HF configs);
             ``None`` when the model cannot.
         layer_scope: regex with one group matching the block index in ONNX node names (``layers.3``).
@@ -81,6 +84,7 @@ class ModelSpec:
     input_names: tuple[str, ...]
     builder: Callable[[int | None], nn.Module] | None = None
     vocab_size: int | None = None
+    excluded_token_ids: tuple[int, ...] = ()
     num_layers: int | None = None
     layer_scope: str | None = None
     onnx_path: Path | None = None
@@ -130,10 +134,14 @@ class ModelSpec:
         device: str | torch.device = "cpu",
         generator: torch.Generator | None = None,
     ) -> tuple[torch.Tensor, ...]:
-        """Synthetic inputs for one batch: float tensors, or token ids below ``vocab_size``."""
+        """Synthetic inputs for one batch: float tensors, or token ids below ``vocab_size``, uniform over those not
+        in ``excluded_token_ids``."""
         shape = (batch_size, *self.input_shape(input_shape))
         if self.input_kind == "tokens":
-            ids = torch.randint(0, self.vocab_size or 2, shape, generator=generator)
+            excluded = sorted(set(self.excluded_token_ids))
+            ids = torch.randint(0, (self.vocab_size or 2) - len(excluded), shape, generator=generator)
+            for e in excluded:  # ascending: each shifts the ids at or above it past it
+                ids += ids >= e
             return (ids.to(device),)
         return (torch.randn(shape, generator=generator).to(device),)
 

@@ -286,6 +286,19 @@ def test_hf_config_dtype_and_token_input_shape(gpt2_config):
         build_graph(ref, (3, 16))
 
 
+def test_token_ids_never_hold_the_padding_token():
+    # BERT pads with id 0; FSMT's code takes its padding branch and XLM shortens its lengths where an id is the pad
+    spec = resolve(
+        "hf:bert?vocab_size=4&hidden_size=32&num_hidden_layers=1&num_attention_heads=2&intermediate_size=64"
+    )
+    assert spec.excluded_token_ids == (0,)
+    (ids,) = spec.make_inputs(64, (32,), generator=torch.Generator().manual_seed(0))
+    assert sorted(ids.unique().tolist()) == [1, 2, 3]
+    assert (
+        resolve("hf:gpt2?vocab_size=40&n_layer=1&n_embd=32&n_head=2").excluded_token_ids == ()
+    )  # no pad token
+
+
 def test_a_cached_graph_of_an_edited_hf_config_is_built_again(gpt2_config, tmp_path, monkeypatch):
     def no_export(*a, **k):
         raise AssertionError("exported again")
