@@ -208,6 +208,7 @@ class Predictor:
                 estimate,
                 query.parallel,
                 query.activation_checkpointing,
+                query.grad_accum,
             )
         return memory
 
@@ -277,6 +278,7 @@ class Predictor:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
         trained_on = self.info.get("trained_on", {})
         items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
+        bare: list[Workload | None] = []  # an accumulated step's pass without the update, where it times one
         assumed = {q.model: m.assumptions for q in queries if (m := resolve_hf(q.model)) is not None}
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
@@ -308,6 +310,8 @@ class Predictor:
             )
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
+            updates = q.grad_accum > 1 and workload.timed == "fwd+bwd+opt"
+            bare.append(replace(workload, optimizer="none", timed="fwd+bwd") if updates else None)
         # the steps the asked ones are capped or floored at: items after the asked ones, each step once
         index = {(g.model_ref, s.name, w): i for i, (g, s, w) in enumerate(graphs)}
 
@@ -328,6 +332,12 @@ class Predictor:
         floors = Floors(item_of, device_floor, update_floor, trained_on)
         for i, (g, s, w) in enumerate(graphs):
             floors.add(i, g, s, w)
+        bare_items = [
+            None if b is None else item_of(g, s, b) for (g, s, _), b in zip(graphs, bare, strict=True)
+        ]
+        for j, (g, s, _), b in zip(bare_items, graphs, bare, strict=True):
+            if j is not None:
+                floors.add(j, g, s, b)
         gnn_ms, node_ms = predict_samples(self.model, items)
         gnn_ms = gnn_ms.numpy()
         all_ms, share = gnn_ms, [0.0] * len(items)
@@ -351,6 +361,7 @@ class Predictor:
             row = time_row(
                 self, queries[i], graph, spec, workload, ms, u=items[i].u[0],
                 assumptions=assumed.get(queries[i].model, ()), layout_moot=layout_moot[i], checkpointed=checkpointed[i],
+                bare_ms=None if bare_items[i] is None else floored[bare_items[i]][0],
             )  # fmt: skip
             row["capped_at_batch"] = cap_batch
             if cap_batch is not None:

@@ -172,7 +172,11 @@ def verdict(total_mb: float, memory_gb: float) -> dict[str, Any]:
 
 
 def training_memory(
-    model_ref: str, workload: Workload, parallel: str = "dp", checkpointing: bool = False
+    model_ref: str,
+    workload: Workload,
+    parallel: str = "dp",
+    checkpointing: bool = False,
+    grad_accum: int = 1,
 ) -> MemoryEstimate:
     """Peak memory on one device of a training step of ``model_ref`` (see the module docstring).
 
@@ -180,7 +184,10 @@ def training_memory(
     and ``ddp`` replicate the model on each of ``workload.num_devices``, ``ddp`` with DistributedDataParallel's
     gradient buckets when there is more than one; ``fsdp`` shards it over them (:class:`FsdpShards`). With
     ``checkpointing`` the model's
-    repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). The model runs on the ``meta``
+    repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). With ``grad_accum`` > 1 the step sums
+    its gradients over that many forward and backward passes: every pass after the first holds all the gradients
+    from its start (``accumulating`` in :meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`; not estimated
+    sharded). The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
     global attention) on ``meta`` with its integer inputs' values (:mod:`gnnperf.graph.input_values`); none
@@ -192,6 +199,8 @@ def training_memory(
     if workload.mode != "train":
         raise GnnperfError("the memory estimate covers training steps only")
     fsdp = parallel == "fsdp"
+    if fsdp and grad_accum > 1:
+        raise GnnperfError("gradient accumulation with fully sharded data parallel: memory not estimated")
     spec = resolve(model_ref)
     if spec.builder is None:
         raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
@@ -229,7 +238,7 @@ def training_memory(
     shards = fsdp_shards(gradient_bytes, traced.block_weights, n) if fsdp else None
     at_once = activations
     if backward and shards is None:
-        at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing)
+        at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing, accumulating=grad_accum > 1)
     elif backward:
         # a block's gradients are its shard once it is done, the root's whole until the backward pass ends
         held = {w: b if w in shards.root_ids else b / n for w, b in gradient_bytes.items()}
@@ -256,6 +265,7 @@ def largest_batch(
     traced: MemoryEstimate | None = None,
     parallel: str = "dp",
     checkpointing: bool = False,
+    grad_accum: int = 1,
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
@@ -269,12 +279,14 @@ def largest_batch(
     """
     usable_mb = USABLE_SHARE * memory_gb * 1024
     batch = workload.batch_size
-    at_batch = traced or training_memory(model_ref, workload, parallel, checkpointing)
+    at_batch = traced or training_memory(model_ref, workload, parallel, checkpointing, grad_accum)
     phases = at_batch.phases_mb
     if at_batch.held_mb + max(phases["tied_gradients"], phases["update"]) > usable_mb:
         return 0
     other = 2 if batch == 1 else 1
-    at_other = training_memory(model_ref, replace(workload, batch_size=other), parallel, checkpointing)
+    at_other = training_memory(
+        model_ref, replace(workload, batch_size=other), parallel, checkpointing, grad_accum
+    )
     per_sample = (at_batch.activations_mb - at_other.activations_mb) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
@@ -284,7 +296,7 @@ def largest_batch(
     def fits(b: int) -> bool:
         at = replace(workload, batch_size=b)
         return (
-            at_batch if b == batch else training_memory(model_ref, at, parallel, checkpointing)
+            at_batch if b == batch else training_memory(model_ref, at, parallel, checkpointing, grad_accum)
         ).total_mb <= usable_mb
 
     low = max(0, int((room - at_batch.gradients_mb) // per_sample))  # the first guess

@@ -97,7 +97,11 @@ class ForwardTrace:
         return _storage_bytes(self._every())
 
     def backward_peak_bytes(
-        self, gradient_bytes: Mapping[int, int], checkpointed: bool = False, in_block: Sequence[int] = ()
+        self,
+        gradient_bytes: Mapping[int, int],
+        checkpointed: bool = False,
+        in_block: Sequence[int] = (),
+        accumulating: bool = False,
     ) -> int:
         """The most saved tensors and gradients (``gradient_bytes``, by weight id) held at once in the backward pass.
 
@@ -106,7 +110,9 @@ class ForwardTrace:
         gradients in flight at k (:attr:`in_flight`). ``checkpointed``: it keeps what is saved outside the blocks
         and the blocks' inputs; a block's own saved tensors are recomputed when the backward pass is back at the
         block's end and freed as they are without checkpointing. ``in_block``: bytes held besides while the backward
-        pass is in each block (FSDP's gathered weights; the trace split by block).
+        pass is in each block (FSDP's gathered weights; the trace split by block). ``accumulating``: a backward pass
+        after the first of an accumulated step, which holds every gradient from its start and adds each new one
+        into it (the new one held as it is made, then freed).
         """
         kept, own = self._checkpointed() if checkpointed else (self._every(), [])
         freed = [0] * (self.saves + 1)  # by index, bytes freed when the backward pass is back there
@@ -126,8 +132,9 @@ class ForwardTrace:
         held, peak, rebuilt = sum(made), 0, 0  # at index 0: every gradient, no saved tensor
         for k in range(self.saves + 1):
             rebuilt += recomputed[k]
-            peak = max(peak, held + self.in_flight[k] + rebuilt)
-            held += freed[k] - made[k]
+            new = made[k] if accumulating else 0  # added into the gradient held since the start
+            peak = max(peak, held + self.in_flight[k] + rebuilt + new)
+            held += freed[k] - (0 if accumulating else made[k])
         return max(peak, held)
 
     def _every(self) -> dict[int, torch.Tensor]:

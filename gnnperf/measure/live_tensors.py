@@ -44,12 +44,14 @@ def live_peak_mb(
     optimizer: Callable[[list[nn.Parameter]], torch.optim.Optimizer] | None = None,
     autocast: torch.dtype | None = None,
     profiled: bool = True,
+    accumulate: int = 1,
 ) -> dict[str, float]:
     """MB of live tensors by label (:data:`LABELS`) at the moment they add up to the most, in one CPU training step
     with the harness's loss, after a first step that creates the optimizer's state. ``optimizer``: made from the
     parameters; by default the harness's SGD (momentum 0.9). ``autocast``: the forward and loss under CPU autocast
     to that type (its op lists are not CUDA's: compare where they agree). ``profiled=False``: the same two steps,
-    unprofiled, returning nothing (the other processes of a sharded run, which must run the same collectives)."""
+    unprofiled, returning nothing (the other processes of a sharded run, which must run the same collectives).
+    ``accumulate``: each step's gradients summed over that many forward and backward passes of ``inputs``."""
     model.train()
     params = list(model.parameters())
     opt = optimizer(params) if optimizer else torch.optim.SGD(params, lr=1e-3, momentum=0.9)
@@ -59,9 +61,10 @@ def live_peak_mb(
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        with amp:
-            value = loss(model(*inputs))
-        value.backward()
+        for _ in range(accumulate):
+            with amp:
+                value = loss(model(*inputs))
+            value.backward()
         opt.step()
 
     step()

@@ -72,6 +72,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "only their inputs, the time adds their forward pass again (composed, not learned)",
     )
     parser.add_argument(
+        "--grad-accum",
+        type=int,
+        default=1,
+        metavar="K",
+        help="sum the gradients of K micro-batches of --batch-size before each optimizer update: the iteration is "
+        "the update's (K passes, one update, DDP's all-reduce once; composed, not learned), and the memory estimate "
+        "holds every gradient through the later passes",
+    )
+    parser.add_argument(
         "--epoch-samples",
         type=int,
         metavar="N",
@@ -106,7 +115,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         nargs=3,
         action="append",
         metavar=("REF_MODEL", "REF_BATCH", "REF_MS"),
-        help="a reference model measured on this hardware with this workload (batch size, iteration ms; at the "
+        help="a reference model measured on this hardware with this workload (batch size, iteration ms, one "
+        "micro-batch's step under --grad-accum; at the "
         "--input-shape or --seq-len given if it takes the same kind of input, else at its default); the prediction "
         "is scaled by measured / predicted for it (repeatable: geometric mean)",
     )
@@ -129,6 +139,8 @@ def run(args: argparse.Namespace) -> int:
 
     batches = _positive_ints(args.batch_size, "--batch-size")
     device_counts = _positive_ints(args.num_devices, "--num-devices")
+    if args.grad_accum < 1:
+        raise GnnperfError(f"--grad-accum must be at least 1 micro-batch, got {args.grad_accum}")
     if args.epoch_samples is not None and args.epoch_samples < 1:
         raise GnnperfError(f"--epoch-samples must be at least 1, got {args.epoch_samples}")
     if args.epochs is not None and args.epoch_samples is None:
@@ -191,6 +203,7 @@ def run(args: argparse.Namespace) -> int:
             num_devices=count,
             parallel=args.parallel,
             activation_checkpointing=args.activation_checkpointing,
+            grad_accum=args.grad_accum,
         )
         for model in models
         for device in hardware
@@ -205,6 +218,7 @@ def run(args: argparse.Namespace) -> int:
                         queries[0],
                         model=ref,
                         batch_size=batch,
+                        grad_accum=1,  # a reference is timed one pass at a time
                         input_shape=_reference_shape(ref, models, shape),
                     ),
                     ms,

@@ -7,10 +7,15 @@ from collections.abc import Mapping
 from typing import Any
 
 
+def samples_per_iteration(row: Mapping[str, Any]) -> int:
+    """Training samples one iteration of a prediction row takes: batch size x devices x accumulated micro-batches."""
+    return row["batch_size"] * row["num_devices"] * row.get("grad_accum", 1)
+
+
 def epoch_estimate(row: Mapping[str, Any], samples: int, epochs: int = 1) -> dict[str, Any]:
     """Time of one pass over ``samples`` training samples, and of ``epochs`` such passes, from a prediction row.
 
-    ceil(samples / (batch size x devices)) iterations at the predicted iteration time (and its interval) of a row
+    ceil(samples / (batch size x devices x accumulated micro-batches)) iterations at the predicted iteration time (and its interval) of a row
     of :meth:`Predictor.predict`: the data loader, evaluation and checkpointing are not in it, nor a smaller last
     batch (counted as a full one). The run's interval is the epoch's times ``epochs``: one model's iterations share
     one prediction error, which does not average out over them.
@@ -23,7 +28,7 @@ def epoch_estimate(row: Mapping[str, Any], samples: int, epochs: int = 1) -> dic
     for what, n in (("samples per epoch", samples), ("epochs", epochs)):
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise GnnperfError(f"{what} must be a positive integer, got {n!r}")
-    iterations = math.ceil(samples / (row["batch_size"] * row["num_devices"]))
+    iterations = math.ceil(samples / samples_per_iteration(row))
     lo, hi = row["interval_ms"]
     epoch_s = iterations * row["iteration_time_ms"] / 1e3
     interval_s = [iterations * lo / 1e3, iterations * hi / 1e3]

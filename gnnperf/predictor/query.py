@@ -23,6 +23,8 @@ class Query:
     ``h2d`` puts the host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
     ``activation_checkpointing`` checkpoints the model's repeated blocks: the step's memory as traced that way, its
     time plus the blocks' recomputed forward pass (:mod:`gnnperf.predictor.recompute`, composed, not learned).
+    ``grad_accum`` > 1 sums the gradients of that many micro-batches of ``batch_size`` before each optimizer update:
+    the iteration is the whole update's (:mod:`gnnperf.predictor.accumulation`, composed, not learned).
     """
 
     model: str
@@ -38,11 +40,26 @@ class Query:
     num_devices: int = 1
     parallel: str = "dp"
     activation_checkpointing: bool = False
+    grad_accum: int = 1
 
     def __post_init__(self) -> None:
+        from gnnperf.errors import GnnperfError
         from gnnperf.predictor.parallel import check_parallel
 
         check_parallel(self.parallel)
+        k = self.grad_accum
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise GnnperfError(f"bad grad_accum {k!r}: expected a positive number of micro-batches")
+        if k > 1 and (self.mode != "train" or self.timed == "fwd"):
+            raise GnnperfError(
+                "gradient accumulation sums the gradients of several backward passes: it needs a training step "
+                "that times one"
+            )
+        if k > 1 and self.parallel == "fsdp":
+            raise GnnperfError(
+                "gradient accumulation with fully sharded data parallel is not modelled (each micro-batch gathers "
+                "the weights again, and the sharded gradients' sum is not traced); use --parallel ddp or dp"
+            )
         # a list or a numpy array from a Python caller becomes the tuple that keys the prediction's caches
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))

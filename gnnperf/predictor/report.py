@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from gnnperf.console import stdout_console
 from gnnperf.predictor.coverage import THIN_ROWS
-from gnnperf.predictor.notes import EAGER_ATTENTION_NOTE, checkpointing_note, parallel_note, print_memory
+from gnnperf.predictor.epoch import samples_per_iteration
+from gnnperf.predictor.notes import (
+    EAGER_ATTENTION_NOTE,
+    accumulation_note,
+    checkpointing_note,
+    parallel_note,
+    print_memory,
+)
 from gnnperf.predictor.optimizer_step import UPDATE_FLOOR_NOTE
 from gnnperf.predictor.parallel import DP_FLOOR_NOTE
 
@@ -23,6 +30,7 @@ def print_row(row: dict) -> None:
     lo, hi = row["interval_ms"]
     seen = "seen in training" if row["hardware_seen_in_training"] else "predicted from its specs"
     devices = f" x {row['num_devices']} devices" if row["num_devices"] > 1 else ""
+    devices += f" x {row['grad_accum']} accumulated" if row.get("grad_accum", 1) > 1 else ""
     layout = ", channels_last" if row["memory_format"] == "channels_last" else ""
     print(
         f"{row['model']} on {row['hardware']} ({seen}), batch {row['batch_size']}{devices}, {row['precision']}"
@@ -47,6 +55,8 @@ def print_row(row: dict) -> None:
         print(f"  {parallel_note(row)}")
     if "activation_checkpointing" in row:
         print(f"  {checkpointing_note(row['activation_checkpointing'])}")
+    if "grad_accumulation" in row:
+        print(f"  {accumulation_note(row['grad_accumulation'])}")
     if "epoch" in row:
         ep, n = row["epoch"], row["epoch"]["iterations"]
         print(
@@ -228,7 +238,9 @@ def print_comparison(rows: list[dict]) -> None:
     layout = ", channels_last" if first["memory_format"] == "channels_last" else ""
     what = first["model"] if len(models) == 1 else f"{len(models)} models"
     checkpointed = ", activation checkpointing" if "activation_checkpointing" in first else ""
-    title = f"{what}: {batch}{first['precision']}{layout}, {first['timed']}{checkpointed}"
+    k = first.get("grad_accum", 1)
+    accumulated = f", gradients of {k} micro-batches per update" if k > 1 else ""
+    title = f"{what}: {batch}{first['precision']}{layout}, {first['timed']}{checkpointed}{accumulated}"
     memory = any(r["memory"] for r in rows)
     # a zoo reference runs to a hundred characters: folded, not cut, so that two of them stay apart
     header: list[str | Column] = [Column("model", overflow="fold", max_width=48)] * (len(models) > 1)
@@ -246,7 +258,7 @@ def print_comparison(rows: list[dict]) -> None:
         cells = [row["model"]] * (len(models) > 1) + [row["hardware"] + " *" * from_specs]
         cells += [str(row["batch_size"])] * (len(batches) > 1) + [str(row["num_devices"])] * (len(counts) > 1)
         cells += [_ms(row["iteration_time_ms"]), f"{_ms(lo)}-{_ms(hi)}"]
-        rate = row["batch_size"] * row["num_devices"] / row["iteration_time_ms"] * 1000
+        rate = samples_per_iteration(row) / row["iteration_time_ms"] * 1000
         cells.append(f"{rate:,.0f}" if rate >= 10 else f"{rate:.2g}")
         m = row["memory"]
         if memory:
@@ -290,6 +302,11 @@ def print_comparison(rows: list[dict]) -> None:
         ]
         if none:
             notes.append(f"no repeated blocks found, so nothing checkpointed: {', '.join(none)}")
+    if accumulated:
+        notes.append(
+            f"gradient accumulation: each iteration {k} micro-batches' passes and one update (composed, not learned; "
+            "--json gives the parts)"
+        )
     if epoch:
         notes.append(f"epochs of {epoch['samples']} samples; data loading and evaluation not included")
     notes += list(dict.fromkeys(r["memory_note"] for r in rows if "memory_note" in r))

@@ -29,6 +29,7 @@ def time_row(
     assumptions: tuple[str, ...],
     layout_moot: bool,
     checkpointed: Checkpointed | None,
+    bare_ms: float | None = None,
 ) -> dict[str, Any]:
     """The row for ``query``, predicted as ``workload`` (the step the network saw) at ``ms``.
 
@@ -37,7 +38,10 @@ def time_row(
         assumptions: what the model reference was traced with (:attr:`~gnnperf.zoo.resolve.ModelSpec.assumptions`).
         layout_moot: channels-last asked of a model it changes nothing for, predicted as contiguous.
         checkpointed: the blocks a checkpointed step runs again, or None.
+        bare_ms: with gradient accumulation (``query.grad_accum`` > 1), the step without the optimizer update, or
+            None where the step times none.
     """
+    from gnnperf.predictor.accumulation import accumulation_row
     from gnnperf.predictor.coverage import extrapolation
     from gnnperf.predictor.interval import interval_for
     from gnnperf.predictor.parallel import parallel_row
@@ -57,6 +61,7 @@ def time_row(
         "memory_format": workload.memory_format,
         "num_devices": workload.num_devices,
         "parallel": query.parallel,
+        "grad_accum": query.grad_accum,
         "iteration_time_ms": ms,
         "interval_ms": [ms * math.exp(lo), ms * math.exp(hi)],
         "interval_coverage": predictor.info.get("interval_coverage"),
@@ -75,4 +80,8 @@ def time_row(
         row["interval_ms"] = [v * row["iteration_time_ms"] / ms for v in row["interval_ms"]]
     if query.parallel != "dp":
         row.update(parallel_row(row, query.parallel, graph.param_count(), spec, query.num_devices))
+    if query.grad_accum > 1:  # the passes before the last, which all-reduces and updates
+        row.update(
+            accumulation_row(row, ms, bare_ms, query.grad_accum, graph.param_count(), spec, checkpointed)
+        )
     return row

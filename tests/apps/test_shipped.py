@@ -659,3 +659,54 @@ def test_a_dataparallel_step_is_never_predicted_faster_than_on_one_gpu(capsys):
     args = ["predict", "hf:gpt2?class=GPT2LMHeadModel", "--seq-len", "512", "--hardware", "v100-pcie-32gb"]
     assert main([*args, "--batch-size", "64", "--num-devices", "2"]) == 0
     assert "predicted faster on several GPUs than on one" in capsys.readouterr().out
+
+
+def test_gradient_accumulation_is_one_update_after_its_micro_batches_passes(capsys):
+    from gnnperf.cli import main
+    from gnnperf.predictor.optimizer_step import update_floor_ms
+    from gnnperf.zoo.resolve import resolve
+
+    predictor = Predictor.from_checkpoint(None)
+    ref = "hf:gpt2?class=GPT2LMHeadModel&n_layer=4&n_embd=256&n_head=4&vocab_size=8000"
+    one = Query(ref, "a100-sxm4-80gb", 8, input_shape=(128,), precision="amp_bf16", optimizer="adamw")
+    bare = replace(one, optimizer="none", timed="fwd+bwd")
+    accumulated = replace(one, grad_accum=4)
+    alone, without, row = predictor.predict([one, bare, accumulated])
+    acc = row["grad_accumulation"]
+    assert acc["micro_batches"] == 4 and acc["one_pass_ms"] == pytest.approx(alone["iteration_time_ms"])
+    # a pass without the update: the network's, at most the step less the update's least time
+    weights = sum(p.numel() for p in resolve(ref).build().parameters())
+    least = update_floor_ms(weights, "adamw", "amp_bf16", predictor.spec("a100-sxm4-80gb").mem_bandwidth_gbs)
+    assert acc["pass_ms"] == pytest.approx(
+        min(without["iteration_time_ms"], alone["iteration_time_ms"] - least)
+    )
+    assert acc["gradient_sum_ms"] > 0 and acc["recompute_ms"] == 0
+    expected = alone["iteration_time_ms"] + 3 * (acc["pass_ms"] + acc["gradient_sum_ms"])
+    assert row["iteration_time_ms"] == pytest.approx(expected)
+    assert row["interval_ms"][1] / row["iteration_time_ms"] == pytest.approx(
+        alone["interval_ms"][1] / alone["iteration_time_ms"]
+    )
+    # DDP all-reduces once, in the last pass
+    (ddp,) = predictor.predict(replace(accumulated, num_devices=8, parallel="ddp"))
+    assert ddp["iteration_time_ms"] == pytest.approx(
+        row["iteration_time_ms"] + ddp["ddp"]["exposed_allreduce_ms"]
+    )
+    # every pass after the first holds all the gradients from its start: more memory, never less
+    memory, single = predictor.memory(accumulated), predictor.memory(one)
+    assert single["total_mb"] < memory["total_mb"] <= single["total_mb"] + single["gradients_mb"]
+    for bad, says in (
+        ({"mode": "infer", "optimizer": None}, "needs a training step"),
+        ({"num_devices": 4, "parallel": "fsdp"}, "not modelled"),
+    ):
+        with pytest.raises(GnnperfError, match=says):
+            replace(accumulated, **bad)
+
+    args = ["predict", ref, "--batch-size", "8", "--seq-len", "128", "--hardware", "a100-sxm4-80gb"]
+    assert main([*args, "--grad-accum", "4", "--epoch-samples", "320"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "batch 8 x 4 accumulated" in out and "gradients of 4 micro-batches summed before each update" in out
+    )
+    assert "epoch of 320 samples: 10 iterations" in out
+    assert main([*args, "--grad-accum", "0"]) == 2
+    assert "--grad-accum must be at least 1 micro-batch, got 0" in capsys.readouterr().err

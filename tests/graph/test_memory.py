@@ -314,6 +314,21 @@ def test_the_estimate_is_the_most_live_tensors_at_once(ref, batch, shape, checkp
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.025)
 
 
+@pytest.mark.parametrize(
+    ("ref", "batch", "shape"),
+    [(LLAMA.format(2, 128, 256, 20_000), 2, (64,)), ("timm:vit_tiny_patch16_224", 2, (3, 224, 224))],
+)
+def test_an_accumulated_step_holds_every_gradient_through_its_later_passes(ref, batch, shape):
+    """From the second pass on, the backward pass adds into gradients held since its start: the profiler's peak of
+    an accumulated step is the estimate's, above a single pass's by up to the gradients."""
+    spec = resolve(ref)
+    workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd")
+    single, accumulated = (training_memory(ref, workload, grad_accum=k) for k in (1, 3))
+    assert single.total_mb < accumulated.total_mb <= single.total_mb + single.gradients_mb
+    live_mb = sum(live_peak_mb(spec.build(), spec.make_inputs(batch, shape), accumulate=3).values())
+    assert accumulated.total_mb - accumulated.workspace_mb == pytest.approx(live_mb, rel=0.01)
+
+
 def test_the_gradients_in_flight_and_where_each_weight_gets_its_gradient():
     """Two logits-sized gradients at the loss (its log-softmax's and the logits', fp32 under autocast too); the
     embedding's gradient made at the end of the backward pass, the output layer's at its start."""

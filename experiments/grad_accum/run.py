@@ -1,0 +1,131 @@
+"""Gradient accumulation on this CPU: accumulated steps timed beside their parts, and their live tensors profiled
+beside the memory estimate.
+
+Time. For each model, in one process at one thread, alternated ``REPEATS`` times: the step with its update
+(zero_grad, forward, the harness's loss, backward, AdamW), the step without it (zero_grad, forward, loss, backward),
+the accumulated step (zero_grad, ``K`` x (forward, loss, backward), AdamW) and the gradients' sum alone (each
+gradient added in place into another, as autograd's AccumulateGrad does from the second pass on). Medians of each.
+The composition of :mod:`gnnperf.predictor.accumulation` fed with the measured parts:
+``with update + (K - 1) x (without update + sum)``, against the measured accumulated step.
+
+Memory. :func:`gnnperf.measure.live_tensors.live_peak_mb` with ``accumulate=K`` (SGD): torch's memory profiler's live
+tensors at their most in an accumulated step, against :func:`gnnperf.graph.memory.training_memory` with
+``grad_accum=K`` less the GPU workspace, and the same for one pass.
+
+    .venv/bin/python experiments/grad_accum/run.py --out experiments/grad_accum/results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from pathlib import Path
+
+import torch
+
+# (reference, per-sample input shape, batch); dropout off, so that the CPU's dropout (a noise tensor of the input's
+# type) and the estimate's (the GPU kernel's one-byte mask) do not differ
+MODELS = [
+    ("hf:gpt2?class=GPT2LMHeadModel&n_layer=4&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0", (256,), 2),
+    ("hf:llama?class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+     "&num_attention_heads=8&vocab_size=32000", (256,), 2),
+    ("timm:vit_small_patch16_224", (3, 224, 224), 4),
+    ("timm:resnet50", (3, 160, 160), 4),
+]  # fmt: skip
+K = 4
+REPEATS = 5
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return (time.perf_counter() - start) * 1e3
+
+
+def time_parts(ref: str, shape: tuple[int, ...], batch: int) -> dict:
+    from gnnperf.measure.harness import TrainingLoss
+    from gnnperf.zoo.resolve import resolve
+
+    spec = resolve(ref)
+    model = spec.build().train()
+    inputs = spec.make_inputs(batch, shape, generator=torch.Generator().manual_seed(0))
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    loss = TrainingLoss(upcast=False)
+
+    def passes(n: int, update: bool) -> None:
+        opt.zero_grad(set_to_none=True)
+        for _ in range(n):
+            loss(model(*inputs)).backward()
+        if update:
+            opt.step()
+
+    others = [torch.zeros_like(p) for p in params]
+
+    def gradient_sum() -> None:
+        for p, o in zip(params, others, strict=True):
+            o.add_(p.grad)
+
+    parts = {
+        "with_update": lambda: passes(1, True),
+        "without_update": lambda: passes(1, False),
+        "accumulated": lambda: passes(K, True),
+    }
+    passes(1, True)  # the optimizer's state, and a warm-up
+    times: dict[str, list[float]] = {name: [] for name in [*parts, "gradient_sum"]}
+    for _ in range(REPEATS):
+        for name, fn in parts.items():
+            times[name].append(_timed(fn))
+        times["gradient_sum"].append(_timed(gradient_sum))  # the gradients of the last step are still there
+    ms = {name: statistics.median(v) for name, v in times.items()}
+    composed = ms["with_update"] + (K - 1) * (ms["without_update"] + ms["gradient_sum"])
+    return {
+        **{f"{name}_ms": round(v, 2) for name, v in ms.items()},
+        "composed_ms": round(composed, 2),
+        "composed_over_measured": round(composed / ms["accumulated"], 3),
+        "spread_ms": {name: [round(min(v), 2), round(max(v), 2)] for name, v in times.items()},
+    }
+
+
+def memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
+    from gnnperf.graph.memory import training_memory
+    from gnnperf.measure.live_tensors import live_peak_mb
+    from gnnperf.measure.workload import Workload
+    from gnnperf.zoo.resolve import resolve
+
+    spec = resolve(ref)
+    out = {}
+    for k in (1, K):
+        live = sum(live_peak_mb(spec.build(), spec.make_inputs(batch, shape), accumulate=k).values())
+        est = training_memory(
+            ref, Workload(batch_size=batch, input_shape=shape, optimizer="sgd"), grad_accum=k
+        )
+        out[f"k{k}"] = {
+            "live_mb": round(live, 1),
+            "estimate_mb": round(est.total_mb - est.workspace_mb, 1),
+            "estimate_over_live": round((est.total_mb - est.workspace_mb) / live, 3),
+            "peak_at": est.peak_at,
+        }
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    rows = []
+    for ref, shape, batch in MODELS:
+        row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "micro_batches": K}
+        row["time"] = time_parts(ref, shape, batch)
+        row["memory"] = memory(ref, shape, batch)
+        print(json.dumps(row), flush=True)
+        rows.append(row)
+    meta = {"threads": 1, "optimizer_timed": "adamw", "optimizer_profiled": "sgd", "torch": torch.__version__}
+    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
