@@ -332,12 +332,11 @@ class Predictor:
         floors = Floors(item_of, device_floor, update_floor, trained_on)
         for i, (g, s, w) in enumerate(graphs):
             floors.add(i, g, s, w)
-        bare_items = [
-            None if b is None else item_of(g, s, b) for (g, s, _), b in zip(graphs, bare, strict=True)
-        ]
-        for j, (g, s, _), b in zip(bare_items, graphs, bare, strict=True):
-            if j is not None:
-                floors.add(j, g, s, b)
+        bare_items: list[int | None] = []
+        for (g, s, _), b in zip(graphs, bare, strict=True):
+            bare_items.append(None if b is None else item_of(g, s, b))
+            if b is not None:
+                floors.add(bare_items[-1], g, s, b)
         gnn_ms, node_ms = predict_samples(self.model, items)
         gnn_ms = gnn_ms.numpy()
         all_ms, share = gnn_ms, [0.0] * len(items)
