@@ -23,15 +23,8 @@ from torch.utils._pytree import tree_flatten
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.as_on_gpu import CudaAutocast, as_on_gpu
-from gnnperf.graph.memory import (
-    AUTOCAST_DTYPE,
-    USABLE_SHARE,
-    WORKSPACE_MB,
-    build_shaped,
-    error_line,
-    shaped_inputs,
-    verdict,
-)
+from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, verdict
+from gnnperf.graph.shaped import AUTOCAST_DTYPE, build_shaped, error_line, shaped_inputs
 from gnnperf.measure.workload import Workload
 
 __all__ = ["InferenceMemory", "LiveBytes", "inference_memory", "largest_inference_batch"]

@@ -46,8 +46,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 from dataclasses import asdict, dataclass, replace
 from typing import Any, NamedTuple
 
@@ -59,6 +58,7 @@ from gnnperf.graph.checkpointing import checkpoint_blocks
 from gnnperf.graph.fsdp import FsdpShards, fsdp_shards
 from gnnperf.graph.input_values import InputValues
 from gnnperf.graph.saved import ForwardTrace, trace_saved
+from gnnperf.graph.shaped import AUTOCAST_DTYPE, build_shaped, error_line, quiet_logger, shaped_inputs
 from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.workload import Workload
 
@@ -70,9 +70,6 @@ WORKSPACE_MB = 80.0
 # down from batch 512 (384, 256, 192, ...) after out-of-memory errors: at 0.88, 97% of the batches that ran are
 # estimated below it and 94% of the batches that ran out above it (experiments/memory).
 USABLE_SHARE = 0.88
-# The model's dtype (weights, gradients, optimizer state, activations) per precision; autocast keeps fp32 weights.
-MODEL_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
-AUTOCAST_DTYPE = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 _OPTIMIZER_STATES = {"sgd": 1, "adam": 2, "adamw": 2, "none": 0}  # the harness's SGD has momentum
 # Weight-sized temporaries the update holds at once in torch's foreach implementations (the default on a GPU;
 # a CPU loops over the weights one at a time): Adam and AdamW the list torch._foreach_sqrt returns, SGD with
@@ -307,62 +304,6 @@ def largest_batch(
         mid = (low + high + 1) // 2
         low, high = (mid, high) if fits(mid) else (low, mid - 1)
     return low
-
-
-@contextmanager
-def quiet_logger(logger: str, level: int = logging.ERROR) -> Iterator[None]:
-    """``logger`` at ``level`` and above only, while in the context."""
-    log = logging.getLogger(logger)
-    saved = log.level
-    log.setLevel(level)
-    try:
-        yield
-    finally:
-        log.setLevel(saved)
-
-
-@contextmanager
-def default_dtype(dtype: torch.dtype) -> Iterator[None]:
-    """torch's default floating-point type, while in the context (as ``model.to(dtype)``, which fake and meta
-    parameters cannot do)."""
-    saved = torch.get_default_dtype()
-    torch.set_default_dtype(dtype)
-    try:
-        yield
-    finally:
-        torch.set_default_dtype(saved)
-
-
-def build_shaped(spec, workload: Workload) -> torch.nn.Module:
-    """``spec``'s model in the caller's tensor context (meta, fake), its weights in the workload's model type."""
-    from gnnperf.graph.export import _no_random_init
-
-    # the default dtype as model.to(dtype) (fake parameters cannot be converted); the builder's warnings were
-    # printed when the graph was built
-    dtype = MODEL_DTYPE.get(workload.precision, torch.float32)
-    with _no_random_init(), default_dtype(dtype), quiet_logger("transformers"):
-        return spec.build(input_shape=workload.input_shape or None)
-
-
-def shaped_inputs(
-    one: tuple[torch.Tensor, ...], workload: Workload, values: bool = False
-) -> tuple[torch.Tensor, ...]:
-    """``one``'s inputs (one sample each) at the workload's batch, empty in the caller's tensor context, floating
-    ones in the model's type; with ``values`` the integer ones as given (already the workload's batch)."""
-    dtype = MODEL_DTYPE.get(workload.precision, torch.float32)
-    return tuple(
-        t
-        if values and not t.is_floating_point()
-        else torch.empty(
-            (workload.batch_size, *t.shape[1:]), dtype=dtype if t.is_floating_point() else t.dtype
-        )
-        for t in one
-    )
-
-
-def error_line(e: Exception) -> str:
-    """The first line of ``e``'s message, up to its first sentence (torch's meta errors run long)."""
-    return (str(e).strip().splitlines() or [""])[0].split(". ")[0]
 
 
 class _Traced(NamedTuple):
