@@ -12,7 +12,12 @@ Memory. :func:`gnnperf.measure.live_tensors.live_peak_mb` with ``accumulate=K`` 
 tensors at their most in an accumulated step, against :func:`gnnperf.graph.memory.training_memory` with
 ``grad_accum=K`` less the GPU workspace, and the same for one pass.
 
-    .venv/bin/python experiments/grad_accum/run.py --out experiments/grad_accum/results.json
+Fully sharded. :func:`gnnperf.measure.live_tensors.fsdp_live_peak_mb` with ``accumulate``: FSDP2 over two gloo
+processes, each repeated block a unit, the gradients reduce-scattered after every pass; rank 0's live tensors at their
+most against ``training_memory(parallel="fsdp", grad_accum=K)``, one pass and K, each run ``FSDP_REPEATS`` times (the
+profiled peak moves between runs where it is the end of the backward pass).
+
+    .venv/bin/python experiments/grad_accum/run.py --out experiments/grad_accum/results.json [--parts time,fsdp,fsdp_k]
 """
 
 from __future__ import annotations
@@ -36,6 +41,16 @@ MODELS = [
 ]  # fmt: skip
 K = 4
 REPEATS = 5
+LLAMA = (
+    "hf:llama?class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+    "&num_attention_heads=8&vocab_size=32000"
+)
+# (reference, per-sample input shape, batch): the peak at a later pass's start (LLaMA, GPT-2), at the end of the
+# backward pass (LLaMA at batch 1: the root's gradients), inside the blocks' backward pass (ViT-S)
+FSDP_RUNS = [
+    (LLAMA, (256,), 4), (LLAMA, (64,), 1), (MODELS[0][0], (256,), 4), ("timm:vit_small_patch16_224", (3, 224, 224), 8),
+]  # fmt: skip
+FSDP_REPEATS = 2
 
 
 def _timed(fn) -> float:
@@ -111,20 +126,88 @@ def memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
     return out
 
 
+def fsdp_memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
+    from gnnperf.graph.memory import training_memory
+    from gnnperf.measure.live_tensors import fsdp_live_peak_mb
+    from gnnperf.measure.workload import Workload
+
+    out = {}
+    for k in (1, K):
+        workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd", num_devices=2)
+        est = training_memory(ref, workload, parallel="fsdp", grad_accum=k)
+        live = []
+        for _ in range(FSDP_REPEATS):
+            try:
+                live.append(
+                    round(sum(fsdp_live_peak_mb(ref, shape, batch, 2, attempts=10, accumulate=k).values()), 1)
+                )
+            except RuntimeError as e:  # the profiler's own check failed on every run
+                print(f"{ref} x{k}: {str(e).splitlines()[0]}", flush=True)
+        estimate = est.total_mb - est.workspace_mb
+        out[f"k{k}"] = {
+            "live_mb": live,
+            "estimate_mb": round(estimate, 1),
+            "estimate_over_live": [round(estimate / v, 3) for v in live],
+            "peak_at": est.peak_at,
+        }
+    return out
+
+
 def main() -> None:
+    from gnnperf.measure.live_tensors import fsdp_live_peak_mb
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--parts", default="time,fsdp,fsdp_k", help="time (time and memory on one process), fsdp, fsdp_k"
+    )
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
     torch.set_num_threads(1)
-    rows = []
-    for ref, shape, batch in MODELS:
-        row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "micro_batches": K}
-        row["time"] = time_parts(ref, shape, batch)
-        row["memory"] = memory(ref, shape, batch)
-        print(json.dumps(row), flush=True)
-        rows.append(row)
-    meta = {"threads": 1, "optimizer_timed": "adamw", "optimizer_profiled": "sgd", "torch": torch.__version__}
-    args.out.write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
+    results = json.loads(args.out.read_text()) if args.out.exists() else {}  # the parts not run are kept
+    if "time" in parts:
+        rows = []
+        for ref, shape, batch in MODELS:
+            row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "micro_batches": K}
+            row["time"] = time_parts(ref, shape, batch)
+            row["memory"] = memory(ref, shape, batch)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+        results["rows"] = rows
+    if "fsdp" in parts:
+        results["fsdp"] = []
+        for ref, shape, batch in FSDP_RUNS:
+            row = {
+                "model": ref,
+                "input_shape": list(shape),
+                "batch_size": batch,
+                "processes": 2,
+                "micro_batches": K,
+            }
+            row["memory"] = fsdp_memory(ref, shape, batch)
+            print(json.dumps(row), flush=True)
+            results["fsdp"].append(row)
+    if (
+        "fsdp_k" in parts
+    ):  # how the sharded peak moves with the number of passes: LLaMA at batch 4, one run each
+        ref, shape, batch = FSDP_RUNS[0]
+        results["fsdp_by_passes"] = {
+            "model": ref,
+            "input_shape": list(shape),
+            "batch_size": batch,
+            "live_mb": {
+                k: round(sum(fsdp_live_peak_mb(ref, shape, batch, 2, attempts=10, accumulate=k).values()), 1)
+                for k in (2, 3, 4, 5)
+            },
+        }
+        print(json.dumps(results["fsdp_by_passes"]), flush=True)
+    results["meta"] = {
+        "threads": 1,
+        "optimizer_timed": "adamw",
+        "optimizer_profiled": "sgd",
+        "torch": torch.__version__,
+    }
+    args.out.write_text(json.dumps(dict(sorted(results.items())), indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -32,7 +32,7 @@ class FsdpShards:
     units: int  # the repeated blocks, each its own unit
     root_mb: float  # the root's weights, gathered whole from the forward pass to the end of the backward pass
     # the root's gradients beyond their shard at the end of the backward pass: whole, and copied into the
-    # reduce-scatter's input
+    # reduce-scatter's input (accumulating: and the new shard beside the one held)
     root_gradients_mb: float
     largest_unit_mb: float
     root_ids: frozenset[int] = field(default=frozenset(), repr=False, compare=False)
@@ -41,9 +41,13 @@ class FsdpShards:
     in_block_bytes: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
 
-def fsdp_shards(gradient_bytes: dict[int, int], block_weights: list[set[int]], n: int) -> FsdpShards:
+def fsdp_shards(
+    gradient_bytes: dict[int, int], block_weights: list[set[int]], n: int, accumulating: bool = False
+) -> FsdpShards:
     """The units FSDP gathers whole over ``n`` devices, from each trainable weight's bytes (by id) and the weights
-    of each repeated block (see :class:`FsdpShards`)."""
+    of each repeated block (see :class:`FsdpShards`). ``accumulating``: a pass after the first of an accumulated
+    step, whose reduce-scatter writes each new shard beside the one held, then adds it in (FSDP2 reduce-scatters
+    after every pass by default)."""
     units = [sum(gradient_bytes[w] for w in block) for block in block_weights]
     in_blocks = set().union(*block_weights)
     root_ids = frozenset(w for w in gradient_bytes if w not in in_blocks)
@@ -57,7 +61,7 @@ def fsdp_shards(gradient_bytes: dict[int, int], block_weights: list[set[int]], n
         devices=n,
         units=len(units),
         root_mb=root / _MB,
-        root_gradients_mb=(2 - 1 / n) * root / _MB,
+        root_gradients_mb=(2 if accumulating else 2 - 1 / n) * root / _MB,
         largest_unit_mb=max(units, default=0) / _MB,
         root_ids=root_ids,
         in_block_bytes=during,

@@ -183,8 +183,8 @@ def training_memory(
     ``checkpointing`` the model's
     repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). With ``grad_accum`` > 1 the step sums
     its gradients over that many forward and backward passes: every pass after the first holds all the gradients
-    from its start (``accumulating`` in :meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`; not estimated
-    sharded). The model runs on the ``meta``
+    from its start (``accumulating`` in :meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`; sharded, the
+    gradients' shards, reduce-scattered after every pass as FSDP2 does by default). The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
     global attention) on ``meta`` with its integer inputs' values (:mod:`gnnperf.graph.input_values`); none
@@ -196,8 +196,6 @@ def training_memory(
     if workload.mode != "train":
         raise GnnperfError("the memory estimate covers training steps only")
     fsdp = parallel == "fsdp"
-    if fsdp and grad_accum > 1:
-        raise GnnperfError("gradient accumulation with fully sharded data parallel: memory not estimated")
     spec = resolve(model_ref)
     if spec.builder is None:
         raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
@@ -232,7 +230,7 @@ def training_memory(
     activations = trace.checkpointed_bytes() if checkpointing else plain
     checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
     updates = "opt" in workload.timed
-    shards = fsdp_shards(gradient_bytes, traced.block_weights, n) if fsdp else None
+    shards = fsdp_shards(gradient_bytes, traced.block_weights, n, grad_accum > 1) if fsdp else None
     at_once = activations
     if backward and shards is None:
         at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing, accumulating=grad_accum > 1)
@@ -240,6 +238,10 @@ def training_memory(
         # a block's gradients are its shard once it is done, the root's whole until the backward pass ends
         held = {w: b if w in shards.root_ids else b / n for w, b in gradient_bytes.items()}
         at_once = trace.backward_peak_bytes(held, checkpointing, shards.in_block_bytes) + shards.root_mb * _MB
+        if (
+            grad_accum > 1
+        ):  # every shard held from the start, where the first pass has made none (a bound later)
+            at_once += sum(gradient_bytes.values()) / n
     return MemoryEstimate(
         weights_mb=(traced.weight_mb - traced.buffer_mb) / n + traced.buffer_mb,
         gradients_mb=gradients_mb,

@@ -113,14 +113,20 @@ def inference_live_peak_mb(
 
 
 def fsdp_live_peak_mb(
-    ref: str, input_shape: tuple[int, ...], batch: int, processes: int, attempts: int = 5
+    ref: str,
+    input_shape: tuple[int, ...],
+    batch: int,
+    processes: int,
+    attempts: int = 5,
+    accumulate: int = 1,
 ) -> dict[str, float]:
     """:func:`live_peak_mb` of the first of ``processes`` CPU processes (``torchrun``, gloo) training ``ref``
     sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.fsdp.FsdpShards` assumes (each repeated
     block a unit, then the root), at ``batch`` samples a process. The first process alone is profiled. The memory
     timeline's own consistency check (``version mismatch``) fails on some runs, where a tensor the collectives
     write in gloo's threads is versioned out of the order it sees (a ViT's runs more often than not, an LLM's about
-    one in three here), so a failed run is run again, up to ``attempts`` runs.
+    one in three here), so a failed run is run again, up to ``attempts`` runs. ``accumulate``: as
+    :func:`live_peak_mb`'s (the gradients reduce-scattered after every pass, FSDP2's default).
 
     Raises:
         RuntimeError: every run failed (the last one's error output).
@@ -128,7 +134,7 @@ def fsdp_live_peak_mb(
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "live.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
-        cmd += ["-m", __name__, ref, ",".join(map(str, input_shape)), str(batch), str(out)]
+        cmd += ["-m", __name__, ref, ",".join(map(str, input_shape)), str(batch), str(out), str(accumulate)]
         for _ in range(attempts):
             done = subprocess.run(
                 cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
@@ -138,7 +144,7 @@ def fsdp_live_peak_mb(
     raise RuntimeError(f"{ref} on {processes} processes failed {attempts} times:\n{done.stderr[-3000:]}")
 
 
-def _fsdp_process(ref: str, input_shape: tuple[int, ...], batch: int, out: Path) -> None:
+def _fsdp_process(ref: str, input_shape: tuple[int, ...], batch: int, out: Path, accumulate: int) -> None:
     """One process of :func:`fsdp_live_peak_mb`'s run; the first writes its live tensors at their most to ``out``."""
     import torch.distributed as dist
     from torch.distributed.fsdp import fully_shard
@@ -154,7 +160,7 @@ def _fsdp_process(ref: str, input_shape: tuple[int, ...], batch: int, out: Path)
         fully_shard(block)
     fully_shard(model)
     first = dist.get_rank() == 0
-    live = live_peak_mb(model, spec.make_inputs(batch, input_shape), profiled=first)
+    live = live_peak_mb(model, spec.make_inputs(batch, input_shape), profiled=first, accumulate=accumulate)
     if first:
         out.write_text(json.dumps(live))
     dist.destroy_process_group()
@@ -162,5 +168,6 @@ def _fsdp_process(ref: str, input_shape: tuple[int, ...], batch: int, out: Path)
 
 if __name__ == "__main__":  # a process of fsdp_live_peak_mb's run
     _fsdp_process(
-        sys.argv[1], tuple(int(v) for v in sys.argv[2].split(",")), int(sys.argv[3]), Path(sys.argv[4])
-    )
+        sys.argv[1], tuple(int(v) for v in sys.argv[2].split(",")), int(sys.argv[3]), Path(sys.argv[4]),
+        int(sys.argv[5]),
+    )  # fmt: skip

@@ -8,8 +8,10 @@ skip it in the other passes with ``no_sync``) plus ``k - 1`` passes, each:
   (:func:`~gnnperf.predictor.optimizer_step.update_floor_ms`): where no GPU source timed a step without an update
   (AMP steps), the network's guess of it can come out above the step with one (:mod:`gnnperf.predictor.floors`);
 - with activation checkpointing, its blocks' forward pass again (:mod:`gnnperf.predictor.recompute`);
-- the gradients' sum: autograd adds each new gradient into the one held, reading two gradient-sized tensors and
-  writing one, at the device's bandwidth (a least time, as the update's).
+- fully sharded, the collectives a pass does not hide, as the step's (FSDP2 gathers the weights for every pass and
+  reduce-scatters the gradients after each by default);
+- the gradients' sum: autograd (sharded, FSDP) adds each new gradient (shard) into the one held, reading two
+  gradient-sized tensors and writing one, at the device's bandwidth (a least time, as the update's).
 
 The memory estimate holds every gradient through the passes after the first (:mod:`gnnperf.graph.memory`).
 Checked on this project's CPU against accumulated steps timed beside their parts (``experiments/grad_accum``).
@@ -55,9 +57,16 @@ def accumulation_row(
     pass_ms = min(bare_ms, step_ms - least) if updates and bare_ms is not None else step_ms
     recompute = FORWARD_SHARE * checkpointed.recompute_share * pass_ms if checkpointed else 0.0
     bandwidth = spec.mem_bandwidth_gbs or 0.0
-    add_bytes = ADD_TENSORS * num_params * GRAD_BYTES.get(row["precision"], 4)
+    sharded = row.get("fsdp", {})
+    add_bytes = (
+        ADD_TENSORS
+        * num_params
+        * GRAD_BYTES.get(row["precision"], 4)
+        / (row["num_devices"] if sharded else 1)
+    )
     add_ms = add_bytes / (bandwidth * 1e9) * 1e3 if bandwidth else 0.0
-    extra = (micro_batches - 1) * (pass_ms + recompute + add_ms)
+    collectives = sharded.get("exposed_ms", 0.0)
+    extra = (micro_batches - 1) * (pass_ms + recompute + collectives + add_ms)
     before = row["iteration_time_ms"]
     total = before + extra
     return {
@@ -69,6 +78,7 @@ def accumulation_row(
             "micro_batches": micro_batches,
             "pass_ms": pass_ms,  # one more forward and backward pass, without the update
             "recompute_ms": recompute,
+            "collectives_ms": collectives,  # fully sharded: what a pass's all-gathers and reduce-scatter add
             "gradient_sum_ms": add_ms,
             "update_ms": step_ms - pass_ms,
             "one_pass_ms": before,  # the step of one micro-batch with the update (and DDP's all-reduce)

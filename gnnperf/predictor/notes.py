@@ -116,6 +116,7 @@ def accumulation_note(acc: dict) -> str:
     """What gradient accumulation adds to a step (:mod:`gnnperf.predictor.accumulation`)."""
     k = acc["micro_batches"]
     recompute = f" + {acc['recompute_ms']:.2f} recomputing" if acc["recompute_ms"] else ""
+    recompute += f" + {acc['collectives_ms']:.2f} collectives" if acc["collectives_ms"] else ""
     return (
         f"gradients of {k} micro-batches summed before each update: {acc['one_pass_ms']:.2f} ms for the pass with the "
         f"update + {k - 1} x ({acc['pass_ms']:.2f} ms a pass without it{recompute} + {acc['gradient_sum_ms']:.2f} "

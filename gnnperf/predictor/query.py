@@ -55,11 +55,6 @@ class Query:
                 "gradient accumulation sums the gradients of several backward passes: it needs a training step "
                 "that times one"
             )
-        if k > 1 and self.parallel == "fsdp":
-            raise GnnperfError(
-                "gradient accumulation with fully sharded data parallel is not modelled (each micro-batch gathers "
-                "the weights again, and the sharded gradients' sum is not traced); use --parallel ddp or dp"
-            )
         # a list or a numpy array from a Python caller becomes the tuple that keys the prediction's caches
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))

@@ -694,12 +694,13 @@ def test_gradient_accumulation_is_one_update_after_its_micro_batches_passes(caps
     # every pass after the first holds all the gradients from its start: more memory, never less
     memory, single = predictor.memory(accumulated), predictor.memory(one)
     assert single["total_mb"] < memory["total_mb"] <= single["total_mb"] + single["gradients_mb"]
-    for bad, says in (
-        ({"mode": "infer", "optimizer": None}, "needs a training step"),
-        ({"num_devices": 4, "parallel": "fsdp"}, "not modelled"),
-    ):
-        with pytest.raises(GnnperfError, match=says):
-            replace(accumulated, **bad)
+    # fully sharded: every pass gathers the weights and reduce-scatters its gradients
+    (fsdp,) = predictor.predict(replace(accumulated, num_devices=4, parallel="fsdp"))
+    passes = fsdp["grad_accumulation"]
+    assert passes["collectives_ms"] == pytest.approx(fsdp["fsdp"]["exposed_ms"])
+    assert passes["gradient_sum_ms"] == pytest.approx(acc["gradient_sum_ms"] / 4)
+    with pytest.raises(GnnperfError, match="needs a training step"):
+        replace(accumulated, mode="infer", optimizer=None)
 
     args = ["predict", ref, "--batch-size", "8", "--seq-len", "128", "--hardware", "a100-sxm4-80gb"]
     assert main([*args, "--grad-accum", "4", "--epoch-samples", "320"]) == 0

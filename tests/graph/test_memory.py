@@ -370,24 +370,28 @@ SLOW = pytest.mark.slow  # a sharded run on two processes, up to five times
 
 
 @pytest.mark.parametrize(
-    ("ref", "batch", "shape", "within"),
+    ("ref", "batch", "shape", "within", "accumulate"),
     [
         # the peak at the backward pass's start (the loss's gradients)
-        (LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM", 4, (128,), 0.025),
+        (LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM", 4, (128,), 0.025, 1),
+        # accumulated: every gradient shard held from the start of the later passes
+        pytest.param(
+            LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM", 4, (128,), 0.025, 3, marks=SLOW
+        ),
         # at its end (the root's gradients whole and copied for their reduce-scatter), where when FSDP frees the
         # blocks' reduce-scatter buffers moves the profiled peak between runs (experiments/fsdp: 0.959-1.000)
         pytest.param(
-            LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM", 1, (32,), 0.05, marks=SLOW
+            LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM", 1, (32,), 0.05, 1, marks=SLOW
         ),
         # inside the blocks' backward pass; the profiler fails on most of a ViT's sharded runs (fsdp_live_peak_mb)
-        pytest.param("timm:vit_tiny_patch16_224", 4, (3, 224, 224), 0.025, marks=SLOW),
+        pytest.param("timm:vit_tiny_patch16_224", 4, (3, 224, 224), 0.025, 1, marks=SLOW),
     ],
 )
-def test_fsdp_is_each_devices_shard_and_the_units_it_gathers_whole(ref, batch, shape, within):
+def test_fsdp_is_each_devices_shard_and_the_units_it_gathers_whole(ref, batch, shape, within, accumulate):
     """Against torch's memory profiler on the first of two CPU processes running FSDP2's ``fully_shard``."""
-    live_mb = sum(fsdp_live_peak_mb(ref, shape, batch, 2).values())
+    live_mb = sum(fsdp_live_peak_mb(ref, shape, batch, 2, accumulate=accumulate).values())
     workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd", num_devices=2)
-    estimate = training_memory(ref, workload, parallel="fsdp")
+    estimate = training_memory(ref, workload, parallel="fsdp", grad_accum=accumulate)
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=within)
 
 
