@@ -209,6 +209,7 @@ class Predictor:
                 query.parallel,
                 query.activation_checkpointing,
                 query.grad_accum,
+                query.fsdp_param_dtype,
             )
         return memory
 
@@ -299,11 +300,14 @@ class Predictor:
             # step, so it is predicted as one (the network would read the flag as a layout change)
             moot = q.memory_format == "channels_last" and not _has_channels_last_tensors(graph)
             layout_moot.append(moot)
-            precision = same_rate_precision(trained_on, q.precision, spec) or q.precision
+            precision = same_rate_precision(trained_on, q.passes_precision, spec) or q.passes_precision
             # DDP and FSDP: the network predicts one device's step, parallel_row adds the collectives
             devices = q.num_devices if q.parallel == "dp" else 1
             layout = "contiguous" if moot else q.memory_format
-            as_run = replace(q, memory_format=layout, precision=precision, num_devices=devices)
+            # in the passes' type (FSDP's mixed precision: the shards' fp32 is parallel_row's)
+            as_run = replace(
+                q, memory_format=layout, precision=precision, num_devices=devices, fsdp_param_dtype=None
+            )
             workload = as_run.workload(graph.input_shape)
             checkpointed.append(
                 self._traces.checkpointed(q, workload) if q.activation_checkpointing else None

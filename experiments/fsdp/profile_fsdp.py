@@ -7,6 +7,11 @@ tensors at their most (:func:`gnnperf.measure.live_tensors.fsdp_live_peak_mb`) a
 ``training_memory(..., parallel="fsdp")`` (less the GPU workspace) and beside the unsharded estimate.
 
     .venv/bin/python experiments/fsdp/profile_fsdp.py --out experiments/fsdp/results.json
+    .venv/bin/python experiments/fsdp/profile_fsdp.py --param-dtype bf16 --out experiments/fsdp/results_bf16.json
+
+``--param-dtype``: FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)`` over the fp32
+model (``training_memory(..., fsdp_param_dtype=...)``), the runs of ``MIXED_RUNS`` (two processes each), against the
+estimate and beside the same workload with fp32 passes.
 """
 
 from __future__ import annotations
@@ -46,25 +51,34 @@ RUNS = [
     ("timm:vit_small_patch16_224", (3, 224, 224), 2, 2), ("timm:vit_small_patch16_224", (3, 224, 224), 8, 2),
     (T5, (64,), 4, 2), (MIXTRAL, (128,), 4, 2),
 ]  # fmt: skip
+MIXED_RUNS = [
+    (LLAMA, (256,), 4, 2), (LLAMA, (64,), 1, 2), (GPT2, (256,), 4, 2), (GPT2, (64,), 1, 2),
+    ("timm:vit_small_patch16_224", (3, 224, 224), 8, 2), (T5, (64,), 4, 2),
+]  # fmt: skip
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument(
+        "--param-dtype", choices=["bf16", "fp16"], help="FSDP2's mixed precision (MIXED_RUNS)"
+    )
     args = parser.parse_args()
+    mixed = args.param_dtype
 
     rows = []
-    for ref, shape, batch, n in RUNS:
+    for ref, shape, batch, n in MIXED_RUNS if mixed else RUNS:
         try:
-            live = fsdp_live_peak_mb(ref, shape, batch, n, attempts=10)
+            live = fsdp_live_peak_mb(ref, shape, batch, n, attempts=10, param_dtype=mixed)
         except RuntimeError as e:  # the profiler's own check failed on every run
             rows.append({"model": ref, "input_shape": list(shape), "batch_size": batch, "processes": n})
             rows[-1]["failed"] = str(e).splitlines()[0]
             print(rows[-1]["failed"], flush=True)
             continue
         workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd", num_devices=n)
-        sharded = training_memory(ref, workload, parallel="fsdp")
-        whole = training_memory(ref, workload)
+        sharded = training_memory(ref, workload, parallel="fsdp", fsdp_param_dtype=mixed)
+        # beside it: unsharded, or with mixed precision the same sharding with fp32 passes
+        whole = training_memory(ref, workload, parallel="fsdp" if mixed else "dp")
         live_mb = sum(live.values())
         row = {
             "model": ref,
@@ -77,14 +91,18 @@ def main() -> None:
             k: v for k, v in sharded.as_dict().items() if k.endswith("_mb") or k in ("peak_at", "fsdp")
         }
         row["estimate_over_live"] = (sharded.total_mb - sharded.workspace_mb) / live_mb
-        row["unsharded_estimate_over_live"] = (whole.total_mb - whole.workspace_mb) / live_mb
+        other = "fp32_passes" if mixed else "unsharded"
+        row[f"{other}_estimate_over_live"] = (whole.total_mb - whole.workspace_mb) / live_mb
         rows.append(row)
         print(
             f"{ref[:40]} b{batch} x{n}: live {live_mb:.1f} MB; estimate / live {row['estimate_over_live']:.3f} "
-            f"({sharded.peak_at}), unsharded {row['unsharded_estimate_over_live']:.3f}",
+            f"({sharded.peak_at}), {other} {row[f'{other}_estimate_over_live']:.3f}",
             flush=True,
         )
-    args.out.write_text(json.dumps({"what": __doc__.splitlines()[0], "rows": rows}, indent=1) + "\n")
+    what = __doc__.splitlines()[0] + (
+        f" (MixedPrecisionPolicy(param_dtype={mixed}, reduce_dtype=fp32))" if mixed else ""
+    )
+    args.out.write_text(json.dumps({"what": what, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -34,6 +34,9 @@ class FsdpShards:
     # the root's gradients beyond their shard at the end of the backward pass: whole, and copied into the
     # reduce-scatter's input (accumulating: and the new shard beside the one held)
     root_gradients_mb: float
+    # the root's gradients beyond their shard before their reduce-scatter: whole (accumulating: beside the shard held),
+    # when a tied weight's two gradients are summed
+    root_whole_mb: float
     largest_unit_mb: float
     root_ids: frozenset[int] = field(default=frozenset(), repr=False, compare=False)
     # by block, what its backward pass holds beyond the traced tensors (bytes): its weights and gradients whole, the
@@ -42,12 +45,18 @@ class FsdpShards:
 
 
 def fsdp_shards(
-    gradient_bytes: dict[int, int], block_weights: list[set[int]], n: int, accumulating: bool = False
+    gradient_bytes: dict[int, int],
+    block_weights: list[set[int]],
+    n: int,
+    accumulating: bool = False,
+    mixed_precision: bool = False,
 ) -> FsdpShards:
     """The units FSDP gathers whole over ``n`` devices, from each trainable weight's bytes (by id) and the weights
     of each repeated block (see :class:`FsdpShards`). ``accumulating``: a pass after the first of an accumulated
     step, whose reduce-scatter writes each new shard beside the one held, then adds it in (FSDP2 reduce-scatters
-    after every pass by default)."""
+    after every pass by default). ``mixed_precision``: FSDP2's ``MixedPrecisionPolicy`` over an fp32 model, the
+    passes (and ``gradient_bytes``) in fp16 or bf16: the shards twice the bytes, and the gradients cast to fp32 before
+    they are copied into the reduce-scatter's input."""
     units = [sum(gradient_bytes[w] for w in block) for block in block_weights]
     in_blocks = set().union(*block_weights)
     root_ids = frozenset(w for w in gradient_bytes if w not in in_blocks)
@@ -56,12 +65,19 @@ def fsdp_shards(
     # pass runs next (i - 1), gathered ahead; the gradients' copy into the reduce-scatter's input comes once the
     # block's saved tensors are freed, and is left out (with it, ViT-S 1.025-1.042 of the profiled peak, without
     # 1.007-1.013: experiments/fsdp)
+    shard = (2 if mixed_precision else 1) / n
+    copies = (
+        4 if mixed_precision else 1
+    )  # fp32 bytes per gradient byte in the cast and the reduce-scatter's input
     during = tuple(2 * u + (units[i - 1] if i else 0) for i, u in enumerate(units))
     return FsdpShards(
         devices=n,
         units=len(units),
         root_mb=root / _MB,
-        root_gradients_mb=(2 if accumulating else 2 - 1 / n) * root / _MB,
+        # whole, copied into the reduce-scatter's input (cast to fp32 first: two fp32 copies), less the shard the
+        # gradients count, which is written after them (accumulating: beside the one held)
+        root_gradients_mb=(1 + copies - (0 if accumulating else shard)) * root / _MB,
+        root_whole_mb=(1 - (0 if accumulating else shard)) * root / _MB,
         largest_unit_mb=max(units, default=0) / _MB,
         root_ids=root_ids,
         in_block_bytes=during,

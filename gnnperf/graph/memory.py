@@ -121,11 +121,18 @@ class MemoryEstimate:
         activations and gradients, ``tied_gradients`` and ``update`` the gradients and the moment's temporaries."""
         return {
             "backward": self.backward_mb,
-            "tied_gradients": self.gradients_mb
-            + self.tied_gradients_mb
-            + (self.fsdp.root_mb + self.fsdp.root_gradients_mb if self.fsdp else 0.0),
+            "tied_gradients": self.gradients_mb + self._end_of_backward_mb,
             "update": self.gradients_mb + self.update_mb,
         }
+
+    @property
+    def _end_of_backward_mb(self) -> float:
+        """Beyond the gradients, at the end of the backward pass: a tied weight's two gradients being summed, then
+        (sharded) the root's gradients copied for their reduce-scatter, with the root's weights gathered."""
+        if self.fsdp is None:
+            return self.tied_gradients_mb
+        f = self.fsdp
+        return f.root_mb + max(f.root_gradients_mb, f.root_whole_mb + self.tied_gradients_mb)
 
     @property
     def peak_at(self) -> str:
@@ -174,6 +181,7 @@ def training_memory(
     parallel: str = "dp",
     checkpointing: bool = False,
     grad_accum: int = 1,
+    fsdp_param_dtype: str | None = None,
 ) -> MemoryEstimate:
     """Peak memory on one device of a training step of ``model_ref`` (see the module docstring).
 
@@ -184,7 +192,10 @@ def training_memory(
     repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). With ``grad_accum`` > 1 the step sums
     its gradients over that many forward and backward passes: every pass after the first holds all the gradients
     from its start (``accumulating`` in :meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`; sharded, the
-    gradients' shards, reduce-scattered after every pass as FSDP2 does by default). The model runs on the ``meta``
+    gradients' shards, reduce-scattered after every pass as FSDP2 does by default). ``fsdp_param_dtype``
+    (``bf16``, ``fp16``): FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)`` over an
+    fp32 model: the trace runs in that type, the shards (weights, gradients, optimizer state) are fp32, and the
+    gradients are cast to fp32 for their reduce-scatter. The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
     global attention) on ``meta`` with its integer inputs' values (:mod:`gnnperf.graph.input_values`); none
@@ -196,6 +207,10 @@ def training_memory(
     if workload.mode != "train":
         raise GnnperfError("the memory estimate covers training steps only")
     fsdp = parallel == "fsdp"
+    if (
+        fsdp_param_dtype is not None
+    ):  # the passes (and so the trace) in that type; the shards in the workload's
+        workload = replace(workload, precision=fsdp_param_dtype)
     spec = resolve(model_ref)
     if spec.builder is None:
         raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
@@ -223,34 +238,40 @@ def training_memory(
         )
     trace, gradient_bytes = traced.trace, traced.gradient_bytes
     n = workload.num_devices if fsdp else 1  # the weights, their gradients and optimizer state sharded n ways
+    # a shard's bytes per traced byte: fp32 shards of the passes' fp16/bf16 weights with FSDP's mixed precision
+    shard = (2 if fsdp_param_dtype else 1) / n
     grad_mb = sum(gradient_bytes.values()) / _MB
     backward = workload.timed != "fwd"
-    gradients_mb = grad_mb / n if backward else 0.0
+    gradients_mb = grad_mb * shard if backward else 0.0
     plain = trace.plain_bytes()
     activations = trace.checkpointed_bytes() if checkpointing else plain
     checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
     updates = "opt" in workload.timed
-    shards = fsdp_shards(gradient_bytes, traced.block_weights, n, grad_accum > 1) if fsdp else None
+    shards = (
+        fsdp_shards(gradient_bytes, traced.block_weights, n, grad_accum > 1, fsdp_param_dtype is not None)
+        if fsdp
+        else None
+    )
     at_once = activations
     if backward and shards is None:
         at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing, accumulating=grad_accum > 1)
     elif backward:
         # a block's gradients are its shard once it is done, the root's whole until the backward pass ends
-        held = {w: b if w in shards.root_ids else b / n for w, b in gradient_bytes.items()}
+        held = {w: b if w in shards.root_ids else b * shard for w, b in gradient_bytes.items()}
         at_once = trace.backward_peak_bytes(held, checkpointing, shards.in_block_bytes) + shards.root_mb * _MB
         if (
             grad_accum > 1
         ):  # every shard held from the start, where the first pass has made none (a bound later)
-            at_once += sum(gradient_bytes.values()) / n
+            at_once += sum(gradient_bytes.values()) * shard
     return MemoryEstimate(
-        weights_mb=(traced.weight_mb - traced.buffer_mb) / n + traced.buffer_mb,
+        weights_mb=(traced.weight_mb - traced.buffer_mb) * shard + traced.buffer_mb,
         gradients_mb=gradients_mb,
-        optimizer_mb=grad_mb / n * _OPTIMIZER_STATES[workload.optimizer] if updates else 0.0,
+        optimizer_mb=grad_mb * shard * _OPTIMIZER_STATES[workload.optimizer] if updates else 0.0,
         activations_mb=activations / _MB,
         workspace_mb=WORKSPACE_MB,
         ddp_buckets_mb=gradients_mb if parallel == "ddp" and workload.num_devices > 1 else 0.0,
         checkpointing=checkpointed,
-        update_mb=grad_mb / n * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
+        update_mb=grad_mb * shard * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
         tied_gradients_mb=2 * traced.tied_mb if backward else 0.0,
         backward_mb=at_once / _MB,
         fsdp=shards if backward else None,
@@ -265,6 +286,7 @@ def largest_batch(
     parallel: str = "dp",
     checkpointing: bool = False,
     grad_accum: int = 1,
+    fsdp_param_dtype: str | None = None,
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
@@ -278,14 +300,17 @@ def largest_batch(
     """
     usable_mb = USABLE_SHARE * memory_gb * 1024
     batch = workload.batch_size
-    at_batch = traced or training_memory(model_ref, workload, parallel, checkpointing, grad_accum)
+
+    def at(b: int) -> MemoryEstimate:
+        how = (parallel, checkpointing, grad_accum, fsdp_param_dtype)
+        return training_memory(model_ref, replace(workload, batch_size=b), *how)
+
+    at_batch = traced or at(batch)
     phases = at_batch.phases_mb
     if at_batch.held_mb + max(phases["tied_gradients"], phases["update"]) > usable_mb:
         return 0
     other = 2 if batch == 1 else 1
-    at_other = training_memory(
-        model_ref, replace(workload, batch_size=other), parallel, checkpointing, grad_accum
-    )
+    at_other = at(other)
     per_sample = (at_batch.activations_mb - at_other.activations_mb) / (batch - other)
     if per_sample <= 0:
         raise GnnperfError(f"{model_ref}: the traced memory does not grow with the batch; no largest batch")
@@ -293,10 +318,7 @@ def largest_batch(
     room = usable_mb - at_batch.held_mb - (at_batch.activations_mb - batch * per_sample)
 
     def fits(b: int) -> bool:
-        at = replace(workload, batch_size=b)
-        return (
-            at_batch if b == batch else training_memory(model_ref, at, parallel, checkpointing, grad_accum)
-        ).total_mb <= usable_mb
+        return (at_batch if b == batch else at(b)).total_mb <= usable_mb
 
     low = max(0, int((room - at_batch.gradients_mb) // per_sample))  # the first guess
     high = max(0, int(room // per_sample))  # high + 1 does not fit

@@ -45,17 +45,19 @@ def live_peak_mb(
     autocast: torch.dtype | None = None,
     profiled: bool = True,
     accumulate: int = 1,
+    upcast: bool = False,
 ) -> dict[str, float]:
     """MB of live tensors by label (:data:`LABELS`) at the moment they add up to the most, in one CPU training step
     with the harness's loss, after a first step that creates the optimizer's state. ``optimizer``: made from the
     parameters; by default the harness's SGD (momentum 0.9). ``autocast``: the forward and loss under CPU autocast
     to that type (its op lists are not CUDA's: compare where they agree). ``profiled=False``: the same two steps,
     unprofiled, returning nothing (the other processes of a sharded run, which must run the same collectives).
-    ``accumulate``: each step's gradients summed over that many forward and backward passes of ``inputs``."""
+    ``accumulate``: each step's gradients summed over that many forward and backward passes of ``inputs``.
+    ``upcast``: the loss in fp32, as the harness computes it for an fp16 or bf16 model."""
     model.train()
     params = list(model.parameters())
     opt = optimizer(params) if optimizer else torch.optim.SGD(params, lr=1e-3, momentum=0.9)
-    loss = TrainingLoss(upcast=False)
+    loss = TrainingLoss(upcast=upcast)
 
     amp = torch.autocast("cpu", dtype=autocast) if autocast is not None else nullcontext()
 
@@ -119,6 +121,7 @@ def fsdp_live_peak_mb(
     processes: int,
     attempts: int = 5,
     accumulate: int = 1,
+    param_dtype: str | None = None,
 ) -> dict[str, float]:
     """:func:`live_peak_mb` of the first of ``processes`` CPU processes (``torchrun``, gloo) training ``ref``
     sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.fsdp.FsdpShards` assumes (each repeated
@@ -126,7 +129,9 @@ def fsdp_live_peak_mb(
     timeline's own consistency check (``version mismatch``) fails on some runs, where a tensor the collectives
     write in gloo's threads is versioned out of the order it sees (a ViT's runs more often than not, an LLM's about
     one in three here), so a failed run is run again, up to ``attempts`` runs. ``accumulate``: as
-    :func:`live_peak_mb`'s (the gradients reduce-scattered after every pass, FSDP2's default).
+    :func:`live_peak_mb`'s (the gradients reduce-scattered after every pass, FSDP2's default). ``param_dtype``
+    (``bf16``, ``fp16``): FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)``, the passes
+    in that type over fp32 shards, the loss in fp32.
 
     Raises:
         RuntimeError: every run failed (the last one's error output).
@@ -134,7 +139,16 @@ def fsdp_live_peak_mb(
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "live.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
-        cmd += ["-m", __name__, ref, ",".join(map(str, input_shape)), str(batch), str(out), str(accumulate)]
+        cmd += [
+            "-m",
+            __name__,
+            ref,
+            ",".join(map(str, input_shape)),
+            str(batch),
+            str(out),
+            str(accumulate),
+            param_dtype or "-",
+        ]
         for _ in range(attempts):
             done = subprocess.run(
                 cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
@@ -144,10 +158,12 @@ def fsdp_live_peak_mb(
     raise RuntimeError(f"{ref} on {processes} processes failed {attempts} times:\n{done.stderr[-3000:]}")
 
 
-def _fsdp_process(ref: str, input_shape: tuple[int, ...], batch: int, out: Path, accumulate: int) -> None:
+def _fsdp_process(
+    ref: str, input_shape: tuple[int, ...], batch: int, out: Path, accumulate: int, param_dtype: str
+) -> None:
     """One process of :func:`fsdp_live_peak_mb`'s run; the first writes its live tensors at their most to ``out``."""
     import torch.distributed as dist
-    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     from gnnperf.graph.checkpointing import checkpoint_blocks
     from gnnperf.zoo.resolve import resolve
@@ -156,11 +172,14 @@ def _fsdp_process(ref: str, input_shape: tuple[int, ...], batch: int, out: Path,
     spec = resolve(ref)
     torch.manual_seed(0)
     model = spec.build()
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(param_dtype)
+    policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
     for _, block in checkpoint_blocks(model):
-        fully_shard(block)
-    fully_shard(model)
+        fully_shard(block, mp_policy=policy)
+    fully_shard(model, mp_policy=policy)
     first = dist.get_rank() == 0
-    live = live_peak_mb(model, spec.make_inputs(batch, input_shape), profiled=first, accumulate=accumulate)
+    inputs = spec.make_inputs(batch, input_shape)
+    live = live_peak_mb(model, inputs, profiled=first, accumulate=accumulate, upcast=dtype is not None)
     if first:
         out.write_text(json.dumps(live))
     dist.destroy_process_group()
@@ -169,5 +188,5 @@ def _fsdp_process(ref: str, input_shape: tuple[int, ...], batch: int, out: Path,
 if __name__ == "__main__":  # a process of fsdp_live_peak_mb's run
     _fsdp_process(
         sys.argv[1], tuple(int(v) for v in sys.argv[2].split(",")), int(sys.argv[3]), Path(sys.argv[4]),
-        int(sys.argv[5]),
+        int(sys.argv[5]), None if sys.argv[6] == "-" else sys.argv[6],
     )  # fmt: skip

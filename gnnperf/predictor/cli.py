@@ -63,6 +63,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "the all-gathers and reduce-scatter the passes do not hide (both composed, not learned)",
     )
     parser.add_argument(
+        "--fsdp-param-dtype",
+        choices=["bf16", "fp16"],
+        help="with --parallel fsdp and --precision fp32: FSDP2's MixedPrecisionPolicy(param_dtype=..., "
+        "reduce_dtype=float32), the passes in that type over fp32 shards, the weights gathered in it and the "
+        "gradients reduce-scattered in fp32",
+    )
+    parser.add_argument(
         "--h2d", action="store_true", help="include the host-to-device copy of the inputs in the time"
     )
     parser.add_argument(
@@ -205,6 +212,7 @@ def run(args: argparse.Namespace) -> int:
             parallel=args.parallel,
             activation_checkpointing=args.activation_checkpointing,
             grad_accum=args.grad_accum,
+            fsdp_param_dtype=args.fsdp_param_dtype,
         )
         for model in models
         for device in hardware

@@ -98,6 +98,8 @@ def _fsdp_note(row: dict, one: bool) -> str:
     if "fsdp" not in row:
         return f"{how} (none: {'one device' if row['num_devices'] == 1 else 'no backward pass is timed'})"
     f = row["fsdp"]
+    if f.get("param_dtype"):
+        how += f"; mixed precision: the passes and the gathers in {f['param_dtype']}, fp32 shards and reduce-scatter"
     ring = (
         f" ({f['exposed_ms']:.2f} ms of 2 x {f['all_gather_ms']:.2f} + {f['reduce_scatter_ms']:.2f} after a "
         f"{f['step_ms']:.2f} ms step, less {f['sharded_update_saves_ms']:.2f} for updating a shard), rings over "

@@ -161,6 +161,8 @@ def fsdp_step(
     interconnect: str,
     device: str,
     update_ms: float = 0.0,
+    param_dtype: str | None = None,
+    shard_update_ms: float | None = None,
 ) -> FsdpStep:
     """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.fsdp.FsdpShards`).
 
@@ -169,24 +171,35 @@ def fsdp_step(
     the first all-gather and the backward pass the second and the reduce-scatter, as far as they are shorter
     (:data:`BACKWARD_SHARE` of the step is the backward pass). Each device updates its shard of the weights:
     ``update_ms``, the step's update at its least (:func:`~gnnperf.predictor.optimizer_step.update_floor_ms`), is
-    ``1 / n`` as long, a saving no larger than the real one. Left out: the first unit's gather and the last
+    ``1 / n`` as long, a saving no larger than the real one. With FSDP2's mixed precision (``param_dtype``: the
+    passes in that type over shards of ``precision``, the gradients reduced in it) the weights are gathered in
+    ``param_dtype`` and the step's update (``update_ms``, in ``param_dtype``) becomes ``shard_update_ms`` (the
+    update of ``precision``'s weights) on a shard. Left out: the first unit's gather and the last
     reduce-scatter, which nothing hides (one unit's weights each), and the collectives' per-call latency.
 
     Raises:
         GnnperfError: the device's ``interconnect`` names no peer-link bandwidth.
     """
     gbs = _bus_gbs(interconnect, device, "a fully sharded")
-    once = allreduce_ms(num_params * GRAD_BYTES.get(precision, 4), num_devices, gbs) / 2
+    gather = allreduce_ms(num_params * GRAD_BYTES.get(param_dtype or precision, 4), num_devices, gbs) / 2
+    reduce = allreduce_ms(num_params * GRAD_BYTES.get(precision, 4), num_devices, gbs) / 2
     backward = BACKWARD_SHARE * step_ms
-    exposed = max(once - (step_ms - backward), 0.0) + max(2 * once - backward, 0.0)
-    return FsdpStep(step_ms, once, once, exposed, gbs, (1 - 1 / num_devices) * update_ms)
+    exposed = max(gather - (step_ms - backward), 0.0) + max(gather + reduce - backward, 0.0)
+    shard = update_ms if shard_update_ms is None else shard_update_ms
+    return FsdpStep(step_ms, gather, reduce, exposed, gbs, update_ms - shard / num_devices)
 
 
 def parallel_row(
-    row: Mapping[str, Any], parallel: str, num_params: int, spec: HardwareSpec, num_devices: int
+    row: Mapping[str, Any],
+    parallel: str,
+    num_params: int,
+    spec: HardwareSpec,
+    num_devices: int,
+    param_dtype: str | None = None,
 ) -> dict[str, Any]:
     """The fields that make a one-device prediction ``row`` a DDP or FSDP (``parallel``) iteration on
-    ``num_devices`` GPUs of ``spec``.
+    ``num_devices`` GPUs of ``spec``; ``param_dtype``: FSDP2's mixed precision (:func:`fsdp_step`), whose passes
+    ``row`` predicts (``precision_predicted_as``).
 
     The step plus the collectives it does not hide, added to the interval's bounds as well: the collectives are a
     data-sheet estimate with no spread of their own measured. ``row[parallel]`` holds the parts.
@@ -207,17 +220,24 @@ def parallel_row(
         from gnnperf.predictor.optimizer_step import update_floor_ms  # (which imports this module)
 
         updates = "opt" in row["timed"] and row["optimizer"] not in (None, "none")
-        update = (
-            update_floor_ms(num_params, row["optimizer"], row["precision"], spec.mem_bandwidth_gbs)
-            if updates
-            else 0.0
+
+        def update(precision: str) -> float:
+            least = update_floor_ms(num_params, row["optimizer"], precision, spec.mem_bandwidth_gbs)
+            return least if updates else 0.0
+
+        shards = row["precision"]  # the step's own update, or with mixed precision the passes' type's
+        step = fsdp_step(
+            *args,
+            update_ms=update(param_dtype or shards),
+            param_dtype=param_dtype,
+            shard_update_ms=update(shards),
         )
-        step = fsdp_step(*args, update_ms=update)
         parts = {
             "all_gather_ms": step.gather_ms,
             "reduce_scatter_ms": step.reduce_scatter_ms,
             "exposed_ms": step.exposed_ms,
             "sharded_update_saves_ms": step.sharded_update_ms,
+            "param_dtype": param_dtype,  # FSDP2's mixed precision: the passes' and the gathers' type
             "link_gbs": step.link_gbs,
         }
     return {

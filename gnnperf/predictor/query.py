@@ -23,6 +23,9 @@ class Query:
     ``h2d`` puts the host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
     ``activation_checkpointing`` checkpoints the model's repeated blocks: the step's memory as traced that way, its
     time plus the blocks' recomputed forward pass (:mod:`gnnperf.predictor.recompute`, composed, not learned).
+    ``fsdp_param_dtype`` (``bf16``, ``fp16``): fully sharded with FSDP2's ``MixedPrecisionPolicy(param_dtype=...,
+    reduce_dtype=torch.float32)``: the passes in that type over the ``fp32`` model's shards (weights, gradients,
+    optimizer state), the weights gathered in it and the gradients reduce-scattered in fp32.
     ``grad_accum`` > 1 sums the gradients of that many micro-batches of ``batch_size`` before each optimizer update:
     the iteration is the whole update's (:mod:`gnnperf.predictor.accumulation`, composed, not learned).
     """
@@ -41,12 +44,21 @@ class Query:
     parallel: str = "dp"
     activation_checkpointing: bool = False
     grad_accum: int = 1
+    fsdp_param_dtype: str | None = None
 
     def __post_init__(self) -> None:
         from gnnperf.errors import GnnperfError
         from gnnperf.predictor.parallel import check_parallel
 
         check_parallel(self.parallel)
+        if self.fsdp_param_dtype is not None:
+            if self.fsdp_param_dtype not in ("bf16", "fp16"):
+                raise GnnperfError(f"bad fsdp_param_dtype '{self.fsdp_param_dtype}': expected bf16 or fp16")
+            if self.parallel != "fsdp" or self.precision != "fp32" or self.mode != "train":
+                raise GnnperfError(
+                    "FSDP's mixed precision casts an fp32 model's shards for the passes of a training step: it "
+                    "needs --parallel fsdp, --precision fp32 (the shards' type) and --mode train"
+                )
         k = self.grad_accum
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise GnnperfError(f"bad grad_accum {k!r}: expected a positive number of micro-batches")
@@ -58,6 +70,11 @@ class Query:
         # a list or a numpy array from a Python caller becomes the tuple that keys the prediction's caches
         if self.input_shape is not None:
             object.__setattr__(self, "input_shape", tuple(int(d) for d in self.input_shape))
+
+    @property
+    def passes_precision(self) -> str:
+        """The precision the forward and backward passes run in: ``fsdp_param_dtype``, else ``precision``."""
+        return self.fsdp_param_dtype or self.precision
 
     def workload(self, input_shape: Iterable[int]) -> Workload:
         """The query's workload at the model's resolved per-sample ``input_shape`` (every other field its own)."""

@@ -37,7 +37,7 @@ def print_row(row: dict) -> None:
         f"{layout}, {row['timed']}"
     )
     # from the validation rows of its device, mode and precision (as predicted), or from every row
-    step = f"{row['mode']} {row.get('precision_predicted_as') or row['precision']}"
+    step = f"{row['mode']} {row.get('precision_predicted_as') or _passes(row)}"
     scope = f", of {row['hardware']}'s {step} rows" if row.get("interval_scope") == "group" else ""
     print(
         f"  iteration time {row['iteration_time_ms']:.2f} ms  ({row['interval_coverage']:.0%} interval "
@@ -107,7 +107,7 @@ def print_row(row: dict) -> None:
     if row.get("channels_last_moot"):
         print(f"  channels_last: {NOTES['channels_last_moot'][1]}")
     if row.get("precision_predicted_as"):
-        print(f"  {row['precision']}: {NOTES['precision_predicted_as'][1]} ({row['precision_predicted_as']})")
+        print(f"  {_passes(row)}: {NOTES['precision_predicted_as'][1]} ({row['precision_predicted_as']})")
     if row.get("capped_at_batch"):
         print(
             f"  at most the batch-{row['capped_at_batch']} prediction ({NOTES['capped_at_batch'][1]}; the network "
@@ -316,6 +316,11 @@ def print_comparison(rows: list[dict]) -> None:
         notes.append(EAGER_ATTENTION_NOTE)
     for note in notes:
         console.print(f"  {note}")
+
+
+def _passes(row: dict) -> str:
+    """The precision a row's forward and backward passes run in (FSDP's mixed precision: not the shards')."""
+    return row.get("fsdp_param_dtype") or row["precision"]
 
 
 def _calibrated(row: dict) -> str:

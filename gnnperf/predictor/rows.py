@@ -73,13 +73,21 @@ def time_row(
     # as asked (the calibration key and reports follow the query), predicted as the step it times
     row["memory_format"], row["channels_last_moot"] = query.memory_format, layout_moot
     row["precision"] = query.precision
-    row["precision_predicted_as"] = workload.precision if workload.precision != row["precision"] else None
+    row["fsdp_param_dtype"] = (
+        query.fsdp_param_dtype
+    )  # the passes' type over fp32 shards, with FSDP's mixed precision
+    passes = query.passes_precision
+    row["precision_predicted_as"] = workload.precision if workload.precision != passes else None
     if checkpointed is not None:  # the step, then the blocks' forward pass again
         row["activation_checkpointing"] = recompute_row(ms, checkpointed.blocks, checkpointed.recompute_share)
         row["iteration_time_ms"] += row["activation_checkpointing"]["recompute_ms"]
         row["interval_ms"] = [v * row["iteration_time_ms"] / ms for v in row["interval_ms"]]
     if query.parallel != "dp":
-        row.update(parallel_row(row, query.parallel, graph.param_count(), spec, query.num_devices))
+        row.update(
+            parallel_row(
+                row, query.parallel, graph.param_count(), spec, query.num_devices, query.fsdp_param_dtype
+            )
+        )
     if query.grad_accum > 1:  # the passes before the last, which all-reduces and updates
         row.update(
             accumulation_row(row, ms, bare_ms, query.grad_accum, graph.param_count(), spec, checkpointed)

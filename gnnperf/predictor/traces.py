@@ -40,6 +40,7 @@ class Traces:
             query.parallel,
             query.activation_checkpointing,
             min(query.grad_accum, 2),
+            query.fsdp_param_dtype,
         )
         if key not in self._done:
             try:

@@ -555,6 +555,35 @@ def test_fsdp_shards_the_memory_and_adds_the_collectives_its_passes_do_not_hide(
     assert "sharded over 4 devices: weights, gradients and optimizer state a shard each" in out
 
 
+def test_fsdp_mixed_precision_gathers_in_the_passes_type_over_fp32_shards(capsys):
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    ref = "hf:gpt2?class=GPT2LMHeadModel&n_layer=4&n_embd=256&n_head=4&vocab_size=8000"
+    fp32 = Query(
+        ref, "a100-sxm4-80gb", 8, input_shape=(128,), optimizer="adamw", num_devices=4, parallel="fsdp"
+    )
+    mixed = replace(fp32, fsdp_param_dtype="bf16")
+    (whole, row) = predictor.predict([fp32, mixed])
+    (bf16_step,) = predictor.predict(replace(mixed, fsdp_param_dtype=None, precision="bf16", num_devices=1))
+    assert row["fsdp"]["step_ms"] == pytest.approx(bf16_step["iteration_time_ms"])  # the passes in bf16
+    assert row["precision"] == "fp32" and row["fsdp_param_dtype"] == "bf16"
+    # the weights gathered in bf16, the gradients reduce-scattered in fp32
+    assert row["fsdp"]["all_gather_ms"] == pytest.approx(whole["fsdp"]["all_gather_ms"] / 2)
+    assert row["fsdp"]["reduce_scatter_ms"] == pytest.approx(whole["fsdp"]["reduce_scatter_ms"])
+    memory, sharded = predictor.memory(mixed), predictor.memory(fp32)
+    for held in ("weights_mb", "gradients_mb", "optimizer_mb"):  # fp32 shards either way (buffers aside)
+        assert memory[held] == pytest.approx(sharded[held], rel=0.01)
+    assert memory["activations_mb"] < sharded["activations_mb"]
+    assert memory["fsdp"]["root_mb"] == pytest.approx(sharded["fsdp"]["root_mb"] / 2)
+    with pytest.raises(GnnperfError, match="needs --parallel fsdp, --precision fp32"):
+        replace(mixed, precision="amp_bf16")
+
+    args = ["predict", ref, "--batch-size", "8", "--seq-len", "128", "--hardware", "a100-sxm4-80gb"]
+    assert main([*args, "--num-devices", "4", "--parallel", "fsdp", "--fsdp-param-dtype", "bf16"]) == 0
+    assert "mixed precision: the passes and the gathers in bf16, fp32 shards" in capsys.readouterr().out
+
+
 def test_a_reference_calibrates_at_the_input_size_given_when_it_takes_that_kind_of_input(capsys):
     from gnnperf.cli import main
 

@@ -395,6 +395,17 @@ def test_fsdp_is_each_devices_shard_and_the_units_it_gathers_whole(ref, batch, s
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=within)
 
 
+@SLOW
+def test_fsdp_mixed_precision_is_fp32_shards_and_the_passes_in_bf16():
+    """FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) on two CPU processes, the peak at the
+    backward pass's start."""
+    ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
+    live_mb = sum(fsdp_live_peak_mb(ref, (128,), 4, 2, param_dtype="bf16").values())
+    workload = Workload(batch_size=4, input_shape=(128,), optimizer="sgd", num_devices=2)
+    estimate = training_memory(ref, workload, parallel="fsdp", fsdp_param_dtype="bf16")
+    assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.025)
+
+
 @pytest.mark.parametrize(
     ("ref", "batch", "shape", "precision"),
     [

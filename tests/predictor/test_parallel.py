@@ -96,5 +96,12 @@ def test_fsdp_gathers_the_weights_twice_and_reduce_scatters_the_gradients_each_h
     # each device updates its eighth of the weights
     updating = fsdp_step(200.0, params, "amp_bf16", 8, "nvlink3-600gbs", "a", update_ms=16.0)
     assert updating.sharded_update_ms == pytest.approx(14.0) and updating.iteration_ms == pytest.approx(186.0)
+    # mixed precision: the weights gathered in bf16, the gradients reduce-scattered in fp32; the step's bf16 update
+    # (8 ms) becomes an eighth of the fp32 one (16 ms)
+    mixed = fsdp_step(
+        5.0, params, "fp32", 8, "nvlink3-600gbs", "a", 8.0, param_dtype="bf16", shard_update_ms=16.0
+    )
+    assert (mixed.gather_ms, mixed.reduce_scatter_ms) == (pytest.approx(once / 2), pytest.approx(once))
+    assert mixed.sharded_update_ms == pytest.approx(8.0 - 16.0 / 8)
     with pytest.raises(GnnperfError, match="gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU"):
         fsdp_step(10.0, 10**6, "fp32", 2, "nvlink-c2c-900gbs", "gh200")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import pytest
+
+from gnnperf.errors import GnnperfError
 from gnnperf.predict import Query
 
 
@@ -28,3 +31,18 @@ def test_an_input_shape_given_as_a_list_is_the_tuple_of_its_dims():
     assert listed.input_shape == (3, 224, 224) and hash(listed) == hash(
         Query("timm:resnet18", "h200", 32, (3, 224, 224))
     )
+
+
+@pytest.mark.parametrize(
+    ("fields", "says"),
+    [
+        ({"grad_accum": 0}, "bad grad_accum 0"),
+        ({"grad_accum": 2, "mode": "infer"}, "needs a training step that times one"),
+        ({"fsdp_param_dtype": "fp8", "parallel": "fsdp"}, "bad fsdp_param_dtype 'fp8'"),
+        ({"fsdp_param_dtype": "bf16"}, "needs --parallel fsdp"),
+        ({"fsdp_param_dtype": "bf16", "parallel": "fsdp", "precision": "amp_bf16"}, "--precision fp32"),
+    ],
+)
+def test_a_query_that_cannot_run_is_one_clear_error(fields, says):
+    with pytest.raises(GnnperfError, match=says):
+        Query("timm:resnet18", "a100-sxm4-40gb", 8, **fields)
