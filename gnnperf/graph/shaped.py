@@ -10,6 +10,7 @@ from contextlib import contextmanager
 
 import torch
 
+from gnnperf.measure.harness import AUTOCAST_DTYPE, MODEL_DTYPE  # the traced model is the harness's
 from gnnperf.measure.workload import Workload
 
 __all__ = [
@@ -21,10 +22,6 @@ __all__ = [
     "quiet_logger",
     "shaped_inputs",
 ]
-
-# The model's dtype (weights, gradients, optimizer state, activations) per precision; autocast keeps fp32 weights.
-MODEL_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
-AUTOCAST_DTYPE = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 
 
 @contextmanager

@@ -30,6 +30,8 @@ from gnnperf.measure.timing import median_rel_ci, result, time_cpu, time_cuda
 from gnnperf.measure.workload import MeasureSettings, Workload
 
 __all__ = [
+    "AUTOCAST_DTYPE",
+    "MODEL_DTYPE",
     "build_model",
     "check_supported",
     "classify_error",
@@ -40,8 +42,10 @@ __all__ = [
     "software_tag",
 ]
 
-_CAST = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
-_AUTOCAST = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
+# The model's type (its weights and activations) per precision, and autocast's; other precisions run fp32 weights
+# (``tf32``: fp32 with TF32 matmuls). The memory traces build their shape-only models the same way.
+MODEL_DTYPE = {"fp16": torch.float16, "bf16": torch.bfloat16, "fp64": torch.float64}
+AUTOCAST_DTYPE = {"amp_fp16": torch.float16, "amp_bf16": torch.bfloat16}
 # Plain, common hyper-parameters; the values do not change the time of a step.
 _OPTIMIZERS: dict[str, Callable[[list[nn.Parameter]], torch.optim.Optimizer]] = {
     "sgd": lambda p: torch.optim.SGD(p, lr=1e-3, momentum=0.9),
@@ -197,7 +201,7 @@ def _measure(
     else:
         model = spec_or_model
         inputs = (torch.randn((workload.batch_size, *workload.input_shape), generator=gen),)
-    dtype = _CAST.get(workload.precision)
+    dtype = MODEL_DTYPE.get(workload.precision)
     memory_format = torch.channels_last if workload.memory_format == "channels_last" else None
     model.to(device)
     if dtype is not None:
@@ -219,7 +223,7 @@ def _measure(
         def get_inputs() -> tuple[torch.Tensor, ...]:
             return on_device
 
-    autocast_dtype = _AUTOCAST.get(workload.precision)
+    autocast_dtype = AUTOCAST_DTYPE.get(workload.precision)
     amp = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype else nullcontext()
     with ExitStack() as stack:
         if train:
