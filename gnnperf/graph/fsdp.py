@@ -66,9 +66,8 @@ def fsdp_shards(
     # block's saved tensors are freed, and is left out (with it, ViT-S 1.025-1.042 of the profiled peak, without
     # 1.007-1.013: experiments/fsdp)
     shard = (2 if mixed_precision else 1) / n
-    copies = (
-        4 if mixed_precision else 1
-    )  # fp32 bytes per gradient byte in the cast and the reduce-scatter's input
+    # fp32 bytes per gradient byte in the cast and the reduce-scatter's input
+    copies = 4 if mixed_precision else 1
     during = tuple(2 * u + (units[i - 1] if i else 0) for i, u in enumerate(units))
     return FsdpShards(
         devices=n,

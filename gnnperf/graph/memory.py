@@ -207,9 +207,8 @@ def training_memory(
     if workload.mode != "train":
         raise GnnperfError("the memory estimate covers training steps only")
     fsdp = parallel == "fsdp"
-    if (
-        fsdp_param_dtype is not None
-    ):  # the passes (and so the trace) in that type; the shards in the workload's
+    if fsdp_param_dtype is not None:
+        # the passes (and so the trace) in that type; the shards in the workload's
         workload = replace(workload, precision=fsdp_param_dtype)
     spec = resolve(model_ref)
     if spec.builder is None:
@@ -259,9 +258,8 @@ def training_memory(
         # a block's gradients are its shard once it is done, the root's whole until the backward pass ends
         held = {w: b if w in shards.root_ids else b * shard for w, b in gradient_bytes.items()}
         at_once = trace.backward_peak_bytes(held, checkpointing, shards.in_block_bytes) + shards.root_mb * _MB
-        if (
-            grad_accum > 1
-        ):  # every shard held from the start, where the first pass has made none (a bound later)
+        if grad_accum > 1:
+            # every shard held from the start, where the first pass has made none (a bound later)
             at_once += sum(gradient_bytes.values()) * shard
     return MemoryEstimate(
         weights_mb=(traced.weight_mb - traced.buffer_mb) * shard + traced.buffer_mb,

@@ -49,9 +49,8 @@ def accumulation_row(
         checkpointed: the blocks each pass recomputes, or None.
     """
     updates = row["optimizer"] not in (None, "none") and "opt" in row["timed"]
-    passes = (
-        row.get("fsdp_param_dtype") or row["precision"]
-    )  # the network's step, and its update, in that type
+    # the network's step, and its update, in the passes' type
+    passes = row.get("fsdp_param_dtype") or row["precision"]
     least = (
         update_floor_ms(num_params, row["optimizer"], passes, spec.mem_bandwidth_gbs)
         if updates and spec.kind == "gpu"

@@ -225,7 +225,8 @@ def parallel_row(
             least = update_floor_ms(num_params, row["optimizer"], precision, spec.mem_bandwidth_gbs)
             return least if updates else 0.0
 
-        shards = row["precision"]  # the step's own update, or with mixed precision the passes' type's
+        # the shards are in the row's precision; the predicted step's own update is in the passes' type
+        shards = row["precision"]
         step = fsdp_step(
             *args,
             update_ms=update(param_dtype or shards),
