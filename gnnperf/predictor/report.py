@@ -33,7 +33,7 @@ def print_row(row: dict) -> None:
     devices += f" x {row['grad_accum']} accumulated" if row.get("grad_accum", 1) > 1 else ""
     layout = ", channels_last" if row["memory_format"] == "channels_last" else ""
     print(
-        f"{row['model']} on {row['hardware']} ({seen}), batch {row['batch_size']}{devices}, {row['precision']}"
+        f"{row['model']} on {row['hardware']} ({seen}), batch {row['batch_size']}{devices}, {_precision(row)}"
         f"{layout}, {row['timed']}"
     )
     # from the validation rows of its device, mode and precision (as predicted), or from every row
@@ -240,7 +240,7 @@ def print_comparison(rows: list[dict]) -> None:
     checkpointed = ", activation checkpointing" if "activation_checkpointing" in first else ""
     k = first.get("grad_accum", 1)
     accumulated = f", gradients of {k} micro-batches per update" if k > 1 else ""
-    title = f"{what}: {batch}{first['precision']}{layout}, {first['timed']}{checkpointed}{accumulated}"
+    title = f"{what}: {batch}{_precision(first)}{layout}, {first['timed']}{checkpointed}{accumulated}"
     memory = any(r["memory"] for r in rows)
     # a zoo reference runs to a hundred characters: folded, not cut, so that two of them stay apart
     header: list[str | Column] = [Column("model", overflow="fold", max_width=48)] * (len(models) > 1)
@@ -316,6 +316,12 @@ def print_comparison(rows: list[dict]) -> None:
         notes.append(EAGER_ATTENTION_NOTE)
     for note in notes:
         console.print(f"  {note}")
+
+
+def _precision(row: dict) -> str:
+    """The row's precision as asked, with FSDP's mixed precision the passes' type beside the shards'."""
+    mixed = row.get("fsdp_param_dtype")
+    return f"{row['precision']} shards, {mixed} passes" if mixed else row["precision"]
 
 
 def _passes(row: dict) -> str:
