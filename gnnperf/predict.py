@@ -209,7 +209,7 @@ class Predictor:
                 query.parallel,
                 query.activation_checkpointing,
                 query.grad_accum,
-                query.fsdp_param_dtype,
+                query.fsdp_policy,
             )
         return memory
 
@@ -306,7 +306,11 @@ class Predictor:
             layout = "contiguous" if moot else q.memory_format
             # in the passes' type (FSDP's mixed precision: the shards' fp32 is parallel_row's)
             as_run = replace(
-                q, memory_format=layout, precision=precision, num_devices=devices, fsdp_param_dtype=None
+                q,
+                memory_format=layout,
+                precision=precision,
+                num_devices=devices,
+                fsdp_param_dtype=None,
             )
             workload = as_run.workload(graph.input_shape)
             checkpointed.append(

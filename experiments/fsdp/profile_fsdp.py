@@ -10,8 +10,11 @@ tensors at their most (:func:`gnnperf.measure.live_tensors.fsdp_live_peak_mb`) a
     .venv/bin/python experiments/fsdp/profile_fsdp.py --param-dtype bf16 --out experiments/fsdp/results_bf16.json
 
 ``--param-dtype``: FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)`` over the fp32
-model (``training_memory(..., fsdp_param_dtype=...)``), the runs of ``MIXED_RUNS`` (two processes each), against the
-estimate and beside the same workload with fp32 passes.
+model (``training_memory(..., fsdp_policy=FsdpPolicy(param_dtype=...))``), the runs of ``POLICY_RUNS`` (two processes
+each), against the estimate and beside the same sharding with the default policy. ``--no-reshard``: the blocks with
+``fully_shard(reshard_after_forward=False)``, the same way.
+
+    .venv/bin/python experiments/fsdp/profile_fsdp.py --no-reshard --out experiments/fsdp/results_no_reshard.json
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import json
 from pathlib import Path
 
+from gnnperf.graph.fsdp import DEFAULT_POLICY, FsdpPolicy
 from gnnperf.graph.memory import training_memory
 from gnnperf.measure.live_tensors import fsdp_live_peak_mb
 from gnnperf.measure.workload import Workload
@@ -51,7 +55,7 @@ RUNS = [
     ("timm:vit_small_patch16_224", (3, 224, 224), 2, 2), ("timm:vit_small_patch16_224", (3, 224, 224), 8, 2),
     (T5, (64,), 4, 2), (MIXTRAL, (128,), 4, 2),
 ]  # fmt: skip
-MIXED_RUNS = [
+POLICY_RUNS = [
     (LLAMA, (256,), 4, 2), (LLAMA, (64,), 1, 2), (GPT2, (256,), 4, 2), (GPT2, (64,), 1, 2),
     ("timm:vit_small_patch16_224", (3, 224, 224), 8, 2), (T5, (64,), 4, 2),
 ]  # fmt: skip
@@ -61,24 +65,38 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
-        "--param-dtype", choices=["bf16", "fp16"], help="FSDP2's mixed precision (MIXED_RUNS)"
+        "--param-dtype", choices=["bf16", "fp16"], help="FSDP2's mixed precision (POLICY_RUNS)"
     )
+    parser.add_argument("--no-reshard", action="store_true", help="reshard_after_forward=False (POLICY_RUNS)")
     args = parser.parse_args()
     mixed = args.param_dtype
+    policy = FsdpPolicy(mixed, reshard_after_forward=not args.no_reshard)
+    # what the estimate is set beside: unsharded, or the same sharding without the policy's one change (both: neither)
+    other = {(None, True): "unsharded", (mixed, True): "fp32_passes", (None, False): "resharded"}.get(
+        (mixed, policy.reshard_after_forward), "default_policy"
+    )
 
     rows = []
-    for ref, shape, batch, n in MIXED_RUNS if mixed else RUNS:
+    for ref, shape, batch, n in POLICY_RUNS if policy != DEFAULT_POLICY else RUNS:
         try:
-            live = fsdp_live_peak_mb(ref, shape, batch, n, attempts=10, param_dtype=mixed)
+            live = fsdp_live_peak_mb(
+                ref,
+                shape,
+                batch,
+                n,
+                attempts=10,
+                param_dtype=mixed,
+                reshard_after_forward=policy.reshard_after_forward,
+            )
         except RuntimeError as e:  # the profiler's own check failed on every run
             rows.append({"model": ref, "input_shape": list(shape), "batch_size": batch, "processes": n})
             rows[-1]["failed"] = str(e).splitlines()[0]
             print(rows[-1]["failed"], flush=True)
             continue
         workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd", num_devices=n)
-        sharded = training_memory(ref, workload, parallel="fsdp", fsdp_param_dtype=mixed)
-        # beside it: unsharded, or with mixed precision the same sharding with fp32 passes
-        whole = training_memory(ref, workload, parallel="fsdp" if mixed else "dp")
+        sharded = training_memory(ref, workload, parallel="fsdp", fsdp_policy=policy)
+        # beside it: unsharded, or with another policy the same sharding with the default one
+        whole = training_memory(ref, workload, parallel="dp" if other == "unsharded" else "fsdp")
         live_mb = sum(live.values())
         row = {
             "model": ref,
@@ -91,7 +109,6 @@ def main() -> None:
             k: v for k, v in sharded.as_dict().items() if k.endswith("_mb") or k in ("peak_at", "fsdp")
         }
         row["estimate_over_live"] = (sharded.total_mb - sharded.workspace_mb) / live_mb
-        other = "fp32_passes" if mixed else "unsharded"
         row[f"{other}_estimate_over_live"] = (whole.total_mb - whole.workspace_mb) / live_mb
         rows.append(row)
         print(
@@ -102,6 +119,7 @@ def main() -> None:
     what = __doc__.splitlines()[0] + (
         f" (MixedPrecisionPolicy(param_dtype={mixed}, reduce_dtype=fp32))" if mixed else ""
     )
+    what += " (reshard_after_forward=False)" * (not policy.reshard_after_forward)
     args.out.write_text(json.dumps({"what": what, "rows": rows}, indent=1) + "\n")
 
 

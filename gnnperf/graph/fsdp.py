@@ -8,9 +8,29 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["FsdpShards", "fsdp_shards"]
+__all__ = ["DEFAULT_POLICY", "FsdpPolicy", "FsdpShards", "fsdp_shards"]
 
 _MB = 2**20
+
+
+@dataclass(frozen=True)
+class FsdpPolicy:
+    """How the blocks are sharded: FSDP2 ``fully_shard``'s options.
+
+    Attributes:
+        param_dtype: ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)`` (``bf16``, ``fp16``) over
+            an fp32 model: the passes in that type, the shards fp32; None: the model's own type throughout.
+        reshard_after_forward: False keeps each block's weights gathered from its forward pass to the end of its
+            backward pass (one all-gather a step instead of two; FSDP1's ``SHARD_GRAD_OP``, ZeRO-2's weights).
+    """
+
+    param_dtype: str | None = None
+    reshard_after_forward: bool = True
+
+
+DEFAULT_POLICY = (
+    FsdpPolicy()
+)  # fully_shard's defaults: the model's own type, resharded after the forward pass
 
 
 @dataclass(frozen=True)
@@ -42,6 +62,9 @@ class FsdpShards:
     # by block, what its backward pass holds beyond the traced tensors (bytes): its weights and gradients whole, the
     # next block's weights gathered ahead
     in_block_bytes: tuple[int, ...] = field(default=(), repr=False, compare=False)
+    # by block, what the backward pass holds from its start until it is done with the block (bytes): its weights,
+    # gathered since its forward pass, where the blocks are not resharded after it
+    until_done_bytes: tuple[int, ...] = field(default=(), repr=False, compare=False)
 
 
 def fsdp_shards(
@@ -49,14 +72,15 @@ def fsdp_shards(
     block_weights: list[set[int]],
     n: int,
     accumulating: bool = False,
-    mixed_precision: bool = False,
+    policy: FsdpPolicy = DEFAULT_POLICY,
 ) -> FsdpShards:
     """The units FSDP gathers whole over ``n`` devices, from each trainable weight's bytes (by id) and the weights
     of each repeated block (see :class:`FsdpShards`). ``accumulating``: a pass after the first of an accumulated
     step, whose reduce-scatter writes each new shard beside the one held, then adds it in (FSDP2 reduce-scatters
-    after every pass by default). ``mixed_precision``: FSDP2's ``MixedPrecisionPolicy`` over an fp32 model, the
-    passes (and ``gradient_bytes``) in fp16 or bf16: the shards twice the bytes, and the gradients cast to fp32 before
-    they are copied into the reduce-scatter's input."""
+    after every pass by default). ``policy``: with a ``param_dtype``, the passes (and ``gradient_bytes``) in fp16 or
+    bf16 over fp32 shards of twice the bytes, and the gradients cast to fp32 before they are copied into the
+    reduce-scatter's input; without ``reshard_after_forward``, each block's weights whole from its forward pass until
+    the backward pass is done with it."""
     units = [sum(gradient_bytes[w] for w in block) for block in block_weights]
     in_blocks = set().union(*block_weights)
     root_ids = frozenset(w for w in gradient_bytes if w not in in_blocks)
@@ -65,10 +89,14 @@ def fsdp_shards(
     # pass runs next (i - 1), gathered ahead; the gradients' copy into the reduce-scatter's input comes once the
     # block's saved tensors are freed, and is left out (with it, ViT-S 1.025-1.042 of the profiled peak, without
     # 1.007-1.013: experiments/fsdp)
-    shard = (2 if mixed_precision else 1) / n
+    mixed = policy.param_dtype is not None
+    shard = (2 if mixed else 1) / n
     # fp32 bytes per gradient byte in the cast and the reduce-scatter's input
-    copies = 4 if mixed_precision else 1
-    during = tuple(2 * u + (units[i - 1] if i else 0) for i, u in enumerate(units))
+    copies = 4 if mixed else 1
+    kept = (
+        not policy.reshard_after_forward
+    )  # then a block's weights are held until it is done, and not gathered again
+    during = tuple(u if kept else 2 * u + (units[i - 1] if i else 0) for i, u in enumerate(units))
     return FsdpShards(
         devices=n,
         units=len(units),
@@ -80,4 +108,5 @@ def fsdp_shards(
         largest_unit_mb=max(units, default=0) / _MB,
         root_ids=root_ids,
         in_block_bytes=during,
+        until_done_bytes=tuple(units) if kept else (),
     )

@@ -55,7 +55,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.checkpointing import checkpoint_blocks
-from gnnperf.graph.fsdp import FsdpShards, fsdp_shards
+from gnnperf.graph.fsdp import DEFAULT_POLICY, FsdpPolicy, FsdpShards, fsdp_shards
 from gnnperf.graph.input_values import InputValues
 from gnnperf.graph.saved import ForwardTrace, trace_saved
 from gnnperf.graph.shaped import AUTOCAST_DTYPE, build_shaped, error_line, quiet_logger, shaped_inputs
@@ -148,7 +148,9 @@ class MemoryEstimate:
     def as_dict(self) -> dict[str, Any]:
         """MB by what holds them, ``total_mb``, ``peak_at``, and ``checkpointing`` (a dict, or None without it)."""
         fsdp = self.fsdp and {
-            k: v for k, v in asdict(self.fsdp).items() if k not in ("root_ids", "in_block_bytes")
+            k: v
+            for k, v in asdict(self.fsdp).items()
+            if k not in ("root_ids", "in_block_bytes", "until_done_bytes")
         }
         return {**asdict(self), "fsdp": fsdp, "total_mb": self.total_mb, "peak_at": self.peak_at}
 
@@ -181,7 +183,7 @@ def training_memory(
     parallel: str = "dp",
     checkpointing: bool = False,
     grad_accum: int = 1,
-    fsdp_param_dtype: str | None = None,
+    fsdp_policy: FsdpPolicy = DEFAULT_POLICY,
 ) -> MemoryEstimate:
     """Peak memory on one device of a training step of ``model_ref`` (see the module docstring).
 
@@ -192,10 +194,10 @@ def training_memory(
     repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). With ``grad_accum`` > 1 the step sums
     its gradients over that many forward and backward passes: every pass after the first holds all the gradients
     from its start (``accumulating`` in :meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`; sharded, the
-    gradients' shards, reduce-scattered after every pass as FSDP2 does by default). ``fsdp_param_dtype``
-    (``bf16``, ``fp16``): FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)`` over an
-    fp32 model: the trace runs in that type, the shards (weights, gradients, optimizer state) are fp32, and the
-    gradients are cast to fp32 for their reduce-scatter. The model runs on the ``meta``
+    gradients' shards, reduce-scattered after every pass as FSDP2 does by default). ``fsdp_policy``: with a
+    ``param_dtype`` (:class:`FsdpPolicy`), FSDP2's mixed precision over an fp32 model: the trace runs in that type,
+    the shards (weights, gradients, optimizer state) are fp32, and the gradients are cast to fp32 for their
+    reduce-scatter; without ``reshard_after_forward``, the blocks' weights stay gathered until their backward pass. The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
     global attention) on ``meta`` with its integer inputs' values (:mod:`gnnperf.graph.input_values`); none
@@ -207,9 +209,9 @@ def training_memory(
     if workload.mode != "train":
         raise GnnperfError("the memory estimate covers training steps only")
     fsdp = parallel == "fsdp"
-    if fsdp_param_dtype is not None:
-        # the passes (and so the trace) in that type; the shards in the workload's
-        workload = replace(workload, precision=fsdp_param_dtype)
+    mixed = fsdp and fsdp_policy.param_dtype is not None
+    if mixed:  # the passes (and so the trace) in that type; the shards in the workload's
+        workload = replace(workload, precision=fsdp_policy.param_dtype)
     spec = resolve(model_ref)
     if spec.builder is None:
         raise GnnperfError(f"{spec.ref} is an ONNX file: no PyTorch model to trace, so no memory estimate")
@@ -238,7 +240,7 @@ def training_memory(
     trace, gradient_bytes = traced.trace, traced.gradient_bytes
     n = workload.num_devices if fsdp else 1  # the weights, their gradients and optimizer state sharded n ways
     # a shard's bytes per traced byte: fp32 shards of the passes' fp16/bf16 weights with FSDP's mixed precision
-    shard = (2 if fsdp_param_dtype else 1) / n
+    shard = (2 if mixed else 1) / n
     grad_mb = sum(gradient_bytes.values()) / _MB
     backward = workload.timed != "fwd"
     gradients_mb = grad_mb * shard if backward else 0.0
@@ -247,9 +249,7 @@ def training_memory(
     checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
     updates = "opt" in workload.timed
     shards = (
-        fsdp_shards(gradient_bytes, traced.block_weights, n, grad_accum > 1, fsdp_param_dtype is not None)
-        if fsdp
-        else None
+        fsdp_shards(gradient_bytes, traced.block_weights, n, grad_accum > 1, fsdp_policy) if fsdp else None
     )
     at_once = activations
     if backward and shards is None:
@@ -257,7 +257,10 @@ def training_memory(
     elif backward:
         # a block's gradients are its shard once it is done, the root's whole until the backward pass ends
         held = {w: b if w in shards.root_ids else b * shard for w, b in gradient_bytes.items()}
-        at_once = trace.backward_peak_bytes(held, checkpointing, shards.in_block_bytes) + shards.root_mb * _MB
+        blocks = trace.backward_peak_bytes(
+            held, checkpointing, shards.in_block_bytes, until_done=shards.until_done_bytes
+        )
+        at_once = blocks + shards.root_mb * _MB
         if grad_accum > 1:
             # every shard held from the start, where the first pass has made none (a bound later)
             at_once += sum(gradient_bytes.values()) * shard
@@ -284,7 +287,7 @@ def largest_batch(
     parallel: str = "dp",
     checkpointing: bool = False,
     grad_accum: int = 1,
-    fsdp_param_dtype: str | None = None,
+    fsdp_policy: FsdpPolicy = DEFAULT_POLICY,
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
@@ -300,7 +303,7 @@ def largest_batch(
     batch = workload.batch_size
 
     def at(b: int) -> MemoryEstimate:
-        how = (parallel, checkpointing, grad_accum, fsdp_param_dtype)
+        how = (parallel, checkpointing, grad_accum, fsdp_policy)
         return training_memory(model_ref, replace(workload, batch_size=b), *how)
 
     at_batch = traced or at(batch)

@@ -102,6 +102,7 @@ class ForwardTrace:
         checkpointed: bool = False,
         in_block: Sequence[int] = (),
         accumulating: bool = False,
+        until_done: Sequence[int] = (),
     ) -> int:
         """The most saved tensors and gradients (``gradient_bytes``, by weight id) held at once in the backward pass.
 
@@ -112,7 +113,9 @@ class ForwardTrace:
         block's end and freed as they are without checkpointing. ``in_block``: bytes held besides while the backward
         pass is in each block (FSDP's gathered weights; the trace split by block). ``accumulating``: a backward pass
         after the first of an accumulated step, which holds every gradient from its start and adds each new one
-        into it (the new one held as it is made, then freed).
+        into it (the new one held as it is made, then freed). ``until_done``: bytes held besides from the backward
+        pass's start until it is done with each block (FSDP's weights, where it does not reshard them after the
+        forward pass).
         """
         kept, own = self._checkpointed() if checkpointed else (self._every(), [])
         freed = [0] * (self.saves + 1)  # by index, bytes freed when the backward pass is back there
@@ -129,6 +132,8 @@ class ForwardTrace:
         for (start, end), nbytes in zip(self.spans, in_block, strict=True) if in_block else ():
             recomputed[start + 1] += nbytes
             recomputed[end + 1] -= nbytes
+        for (start, _), nbytes in zip(self.spans, until_done, strict=True) if until_done else ():
+            recomputed[start + 1] += nbytes
         held, peak, rebuilt = sum(made), 0, 0  # at index 0: every gradient, no saved tensor
         for k in range(self.saves + 1):
             rebuilt += recomputed[k]

@@ -122,6 +122,7 @@ def fsdp_live_peak_mb(
     attempts: int = 5,
     accumulate: int = 1,
     param_dtype: str | None = None,
+    reshard_after_forward: bool = True,
 ) -> dict[str, float]:
     """:func:`live_peak_mb` of the first of ``processes`` CPU processes (``torchrun``, gloo) training ``ref``
     sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.fsdp.FsdpShards` assumes (each repeated
@@ -131,7 +132,7 @@ def fsdp_live_peak_mb(
     one in three here), so a failed run is run again, up to ``attempts`` runs. ``accumulate``: as
     :func:`live_peak_mb`'s (the gradients reduce-scattered after every pass, FSDP2's default). ``param_dtype``
     (``bf16``, ``fp16``): FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)``, the passes
-    in that type over fp32 shards, the loss in fp32.
+    in that type over fp32 shards, the loss in fp32. ``reshard_after_forward``: ``fully_shard``'s, for the blocks.
 
     Raises:
         RuntimeError: every run failed (the last one's error output).
@@ -148,6 +149,7 @@ def fsdp_live_peak_mb(
             str(out),
             str(accumulate),
             param_dtype or "-",
+            str(int(reshard_after_forward)),
         ]
         for _ in range(attempts):
             done = subprocess.run(
@@ -159,7 +161,13 @@ def fsdp_live_peak_mb(
 
 
 def _fsdp_process(
-    ref: str, input_shape: tuple[int, ...], batch: int, out: Path, accumulate: int, param_dtype: str
+    ref: str,
+    input_shape: tuple[int, ...],
+    batch: int,
+    out: Path,
+    accumulate: int,
+    param_dtype: str | None,
+    reshard: bool,
 ) -> None:
     """One process of :func:`fsdp_live_peak_mb`'s run; the first writes its live tensors at their most to ``out``."""
     import torch.distributed as dist
@@ -175,7 +183,7 @@ def _fsdp_process(
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(param_dtype)
     policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
     for _, block in checkpoint_blocks(model):
-        fully_shard(block, mp_policy=policy)
+        fully_shard(block, mp_policy=policy, reshard_after_forward=reshard)
     fully_shard(model, mp_policy=policy)
     first = dist.get_rank() == 0
     inputs = spec.make_inputs(batch, input_shape)
@@ -188,5 +196,5 @@ def _fsdp_process(
 if __name__ == "__main__":  # a process of fsdp_live_peak_mb's run
     _fsdp_process(
         sys.argv[1], tuple(int(v) for v in sys.argv[2].split(",")), int(sys.argv[3]), Path(sys.argv[4]),
-        int(sys.argv[5]), None if sys.argv[6] == "-" else sys.argv[6],
+        int(sys.argv[5]), None if sys.argv[6] == "-" else sys.argv[6], sys.argv[7] == "1",
     )  # fmt: skip

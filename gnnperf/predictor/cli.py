@@ -70,6 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "gradients reduce-scattered in fp32",
     )
     parser.add_argument(
+        "--fsdp-no-reshard",
+        action="store_true",
+        help="with --parallel fsdp: FSDP2 fully_shard(reshard_after_forward=False), each block's weights kept "
+        "gathered from its forward pass to its backward pass (one all-gather a step, more memory)",
+    )
+    parser.add_argument(
         "--h2d", action="store_true", help="include the host-to-device copy of the inputs in the time"
     )
     parser.add_argument(
@@ -213,6 +219,7 @@ def run(args: argparse.Namespace) -> int:
             activation_checkpointing=args.activation_checkpointing,
             grad_accum=args.grad_accum,
             fsdp_param_dtype=args.fsdp_param_dtype,
+            fsdp_reshard_after_forward=not args.fsdp_no_reshard,
         )
         for model in models
         for device in hardware

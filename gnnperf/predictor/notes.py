@@ -100,8 +100,11 @@ def _fsdp_note(row: dict, one: bool) -> str:
     f = row["fsdp"]
     if f.get("param_dtype"):
         how += f"; mixed precision: the passes and the gathers in {f['param_dtype']}, fp32 shards and reduce-scatter"
+    if not f.get("reshard_after_forward", True):
+        how += "; the blocks' weights kept from the forward pass to the backward pass (one all-gather)"
     ring = (
-        f" ({f['exposed_ms']:.2f} ms of 2 x {f['all_gather_ms']:.2f} + {f['reduce_scatter_ms']:.2f} after a "
+        f" ({f['exposed_ms']:.2f} ms of {2 if f.get('reshard_after_forward', True) else 1} x "
+        f"{f['all_gather_ms']:.2f} + {f['reduce_scatter_ms']:.2f} after a "
         f"{f['step_ms']:.2f} ms step, less {f['sharded_update_saves_ms']:.2f} for updating a shard), rings over "
         f"{f['interconnect']} at {f['link_gbs']:.0f} GB/s"
         if one

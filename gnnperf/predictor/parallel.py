@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from gnnperf.errors import GnnperfError
 
 if TYPE_CHECKING:
+    from gnnperf.graph.fsdp import FsdpPolicy
     from gnnperf.hardware.table import HardwareSpec
 
 # torch.nn.DataParallel (learned) | DistributedDataParallel | fully sharded data parallel (FSDP2, ZeRO-3; both
@@ -163,6 +164,7 @@ def fsdp_step(
     update_ms: float = 0.0,
     param_dtype: str | None = None,
     shard_update_ms: float | None = None,
+    gathers: int = 2,
 ) -> FsdpStep:
     """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.fsdp.FsdpShards`).
 
@@ -174,7 +176,8 @@ def fsdp_step(
     ``1 / n`` as long, a saving no larger than the real one. With FSDP2's mixed precision (``param_dtype``: the
     passes in that type over shards of ``precision``, the gradients reduced in it) the weights are gathered in
     ``param_dtype`` and the step's update (``update_ms``, in ``param_dtype``) becomes ``shard_update_ms`` (the
-    update of ``precision``'s weights) on a shard. Left out: the first unit's gather and the last
+    update of ``precision``'s weights) on a shard. ``gathers``: 1 where the blocks keep their weights from the
+    forward pass to the backward pass (no resharding after the forward pass). Left out: the first unit's gather and the last
     reduce-scatter, which nothing hides (one unit's weights each), and the collectives' per-call latency.
 
     Raises:
@@ -184,7 +187,7 @@ def fsdp_step(
     gather = allreduce_ms(num_params * GRAD_BYTES.get(param_dtype or precision, 4), num_devices, gbs) / 2
     reduce = allreduce_ms(num_params * GRAD_BYTES.get(precision, 4), num_devices, gbs) / 2
     backward = BACKWARD_SHARE * step_ms
-    exposed = max(gather - (step_ms - backward), 0.0) + max(gather + reduce - backward, 0.0)
+    exposed = max(gather - (step_ms - backward), 0.0) + max((gathers - 1) * gather + reduce - backward, 0.0)
     shard = update_ms if shard_update_ms is None else shard_update_ms
     return FsdpStep(step_ms, gather, reduce, exposed, gbs, update_ms - shard / num_devices)
 
@@ -195,11 +198,11 @@ def parallel_row(
     num_params: int,
     spec: HardwareSpec,
     num_devices: int,
-    param_dtype: str | None = None,
+    policy: FsdpPolicy | None = None,
 ) -> dict[str, Any]:
     """The fields that make a one-device prediction ``row`` a DDP or FSDP (``parallel``) iteration on
-    ``num_devices`` GPUs of ``spec``; ``param_dtype``: FSDP2's mixed precision (:func:`fsdp_step`), whose passes
-    ``row`` predicts (``precision_predicted_as``).
+    ``num_devices`` GPUs of ``spec``; ``policy``: FSDP's options (:func:`fsdp_step`; with a ``param_dtype``, ``row``
+    predicts the passes in that type).
 
     The step plus the collectives it does not hide, added to the interval's bounds as well: the collectives are a
     data-sheet estimate with no spread of their own measured. ``row[parallel]`` holds the parts.
@@ -227,11 +230,13 @@ def parallel_row(
 
         # the shards are in the row's precision; the predicted step's own update is in the passes' type
         shards = row["precision"]
+        param_dtype = policy.param_dtype if policy else None
         step = fsdp_step(
             *args,
             update_ms=update(param_dtype or shards),
             param_dtype=param_dtype,
             shard_update_ms=update(shards),
+            gathers=2 if policy is None or policy.reshard_after_forward else 1,
         )
         parts = {
             "all_gather_ms": step.gather_ms,
@@ -239,6 +244,7 @@ def parallel_row(
             "exposed_ms": step.exposed_ms,
             "sharded_update_saves_ms": step.sharded_update_ms,
             "param_dtype": param_dtype,  # FSDP2's mixed precision: the passes' and the gathers' type
+            "reshard_after_forward": policy is None or policy.reshard_after_forward,
             "link_gbs": step.link_gbs,
         }
     return {

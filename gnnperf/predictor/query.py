@@ -7,6 +7,7 @@ from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
+    from gnnperf.graph.fsdp import FsdpPolicy
     from gnnperf.measure.workload import Workload
 
 
@@ -26,6 +27,8 @@ class Query:
     ``fsdp_param_dtype`` (``bf16``, ``fp16``): fully sharded with FSDP2's ``MixedPrecisionPolicy(param_dtype=...,
     reduce_dtype=torch.float32)``: the passes in that type over the ``fp32`` model's shards (weights, gradients,
     optimizer state), the weights gathered in it and the gradients reduce-scattered in fp32.
+    ``fsdp_reshard_after_forward`` False: each block's weights stay gathered from its forward pass to its backward
+    pass (FSDP2 ``fully_shard(reshard_after_forward=False)``, one all-gather a step).
     ``grad_accum`` > 1 sums the gradients of that many micro-batches of ``batch_size`` before each optimizer update:
     the iteration is the whole update's (:mod:`gnnperf.predictor.accumulation`, composed, not learned).
     """
@@ -45,6 +48,7 @@ class Query:
     activation_checkpointing: bool = False
     grad_accum: int = 1
     fsdp_param_dtype: str | None = None
+    fsdp_reshard_after_forward: bool = True
 
     def __post_init__(self) -> None:
         from gnnperf.errors import GnnperfError
@@ -59,6 +63,10 @@ class Query:
                     "FSDP's mixed precision casts an fp32 model's shards for the passes of a training step: it "
                     "needs --parallel fsdp, --precision fp32 (the shards' type) and --mode train"
                 )
+        if not self.fsdp_reshard_after_forward and self.parallel != "fsdp":
+            raise GnnperfError(
+                "resharding after the forward pass is fully sharded data parallel's: --parallel fsdp"
+            )
         k = self.grad_accum
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise GnnperfError(f"bad grad_accum {k!r}: expected a positive number of micro-batches")
@@ -75,6 +83,13 @@ class Query:
     def passes_precision(self) -> str:
         """The precision the forward and backward passes run in: ``fsdp_param_dtype``, else ``precision``."""
         return self.fsdp_param_dtype or self.precision
+
+    @property
+    def fsdp_policy(self) -> FsdpPolicy:
+        """How fully sharded data parallel shards the blocks (its options as :class:`FsdpPolicy`)."""
+        from gnnperf.graph.fsdp import FsdpPolicy
+
+        return FsdpPolicy(self.fsdp_param_dtype, self.fsdp_reshard_after_forward)
 
     def workload(self, input_shape: Iterable[int]) -> Workload:
         """The query's workload at the model's resolved per-sample ``input_shape`` (every other field its own)."""

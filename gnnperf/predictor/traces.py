@@ -40,7 +40,7 @@ class Traces:
             query.parallel,
             query.activation_checkpointing,
             min(query.grad_accum, 2),
-            query.fsdp_param_dtype,
+            query.fsdp_policy,
         )
         if key not in self._done:
             try:

@@ -578,6 +578,14 @@ def test_fsdp_mixed_precision_gathers_in_the_passes_type_over_fp32_shards(capsys
     assert memory["fsdp"]["root_mb"] == pytest.approx(sharded["fsdp"]["root_mb"] / 2)
     with pytest.raises(GnnperfError, match="needs --parallel fsdp, --precision fp32"):
         replace(mixed, precision="amp_bf16")
+    # the blocks' weights kept from the forward pass to the backward pass: one all-gather, more memory
+    kept = replace(fp32, fsdp_reshard_after_forward=False)
+    (row,) = predictor.predict(kept)
+    assert not row["fsdp"]["reshard_after_forward"] and whole["fsdp"]["reshard_after_forward"]
+    assert row["fsdp"]["exposed_ms"] <= whole["fsdp"]["exposed_ms"]
+    assert predictor.memory(kept)["total_mb"] > sharded["total_mb"]
+    with pytest.raises(GnnperfError, match="--parallel fsdp"):
+        replace(kept, parallel="ddp")
 
     args = ["predict", ref, "--batch-size", "8", "--seq-len", "128", "--hardware", "a100-sxm4-80gb"]
     assert main([*args, "--num-devices", "4", "--parallel", "fsdp", "--fsdp-param-dtype", "bf16"]) == 0

@@ -12,6 +12,7 @@ from torch.nn import functional as F
 
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.checkpointing import library_checkpointing
+from gnnperf.graph.fsdp import FsdpPolicy
 from gnnperf.graph.inference_memory import inference_memory, largest_inference_batch
 from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, largest_batch, training_memory
 from gnnperf.graph.saved import saved_activation_bytes, trace_saved
@@ -396,13 +397,25 @@ def test_fsdp_is_each_devices_shard_and_the_units_it_gathers_whole(ref, batch, s
 
 
 @SLOW
+def test_fsdp_without_resharding_holds_every_blocks_weights_from_the_start_of_the_backward_pass():
+    ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
+    live_mb = sum(fsdp_live_peak_mb(ref, (128,), 4, 2, reshard_after_forward=False).values())
+    workload = Workload(batch_size=4, input_shape=(128,), optimizer="sgd", num_devices=2)
+    kept = training_memory(
+        ref, workload, parallel="fsdp", fsdp_policy=FsdpPolicy(reshard_after_forward=False)
+    )
+    assert kept.total_mb > training_memory(ref, workload, parallel="fsdp").total_mb
+    assert kept.total_mb - kept.workspace_mb == pytest.approx(live_mb, rel=0.025)
+
+
+@SLOW
 def test_fsdp_mixed_precision_is_fp32_shards_and_the_passes_in_bf16():
     """FSDP2's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=fp32) on two CPU processes, the peak at the
     backward pass's start."""
     ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
     live_mb = sum(fsdp_live_peak_mb(ref, (128,), 4, 2, param_dtype="bf16").values())
     workload = Workload(batch_size=4, input_shape=(128,), optimizer="sgd", num_devices=2)
-    estimate = training_memory(ref, workload, parallel="fsdp", fsdp_param_dtype="bf16")
+    estimate = training_memory(ref, workload, parallel="fsdp", fsdp_policy=FsdpPolicy("bf16"))
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.025)
 
 

@@ -103,5 +103,8 @@ def test_fsdp_gathers_the_weights_twice_and_reduce_scatters_the_gradients_each_h
     )
     assert (mixed.gather_ms, mixed.reduce_scatter_ms) == (pytest.approx(once / 2), pytest.approx(once))
     assert mixed.sharded_update_ms == pytest.approx(8.0 - 16.0 / 8)
+    # the weights kept gathered from the forward pass: the backward pass hides the reduce-scatter alone
+    kept = fsdp_step(5.0, params, "amp_bf16", 8, "nvlink3-600gbs", "a", gathers=1)
+    assert kept.exposed_ms == pytest.approx(once - forward + once - backward)
     with pytest.raises(GnnperfError, match="gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU"):
         fsdp_step(10.0, 10**6, "fp32", 2, "nvlink-c2c-900gbs", "gh200")
