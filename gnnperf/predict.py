@@ -305,14 +305,8 @@ class Predictor:
             devices = q.num_devices if q.parallel == "dp" else 1
             layout = "contiguous" if moot else q.memory_format
             # in the passes' type (FSDP's mixed precision: the shards' fp32 is parallel_row's)
-            as_run = replace(
-                q,
-                memory_format=layout,
-                precision=precision,
-                num_devices=devices,
-                fsdp_param_dtype=None,
-            )
-            workload = as_run.workload(graph.input_shape)
+            as_run = {"memory_format": layout, "precision": precision, "num_devices": devices}
+            workload = replace(q.workload(graph.input_shape), **as_run)
             checkpointed.append(
                 self._traces.checkpointed(q, workload) if q.activation_checkpointing else None
             )
