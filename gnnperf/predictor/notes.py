@@ -120,11 +120,11 @@ def _fsdp_note(row: dict, one: bool) -> str:
 def accumulation_note(acc: dict) -> str:
     """What gradient accumulation adds to a step (:mod:`gnnperf.predictor.accumulation`)."""
     k = acc["micro_batches"]
-    recompute = f" + {acc['recompute_ms']:.2f} recomputing" if acc["recompute_ms"] else ""
-    recompute += f" + {acc['collectives_ms']:.2f} collectives" if acc["collectives_ms"] else ""
+    extra = f" + {acc['recompute_ms']:.2f} recomputing" if acc["recompute_ms"] else ""
+    extra += f" + {acc['collectives_ms']:.2f} collectives" if acc["collectives_ms"] else ""
     return (
         f"gradients of {k} micro-batches summed before each update: {acc['one_pass_ms']:.2f} ms for the pass with the "
-        f"update + {k - 1} x ({acc['pass_ms']:.2f} ms a pass without it{recompute} + {acc['gradient_sum_ms']:.2f} "
+        f"update + {k - 1} x ({acc['pass_ms']:.2f} ms a pass without it{extra} + {acc['gradient_sum_ms']:.2f} "
         "summing the gradients); composed, not learned: experiments/grad_accum"
     )
 

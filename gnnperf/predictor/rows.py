@@ -73,9 +73,8 @@ def time_row(
     # as asked (the calibration key and reports follow the query), predicted as the step it times
     row["memory_format"], row["channels_last_moot"] = query.memory_format, layout_moot
     row["precision"] = query.precision
-    row["fsdp_param_dtype"] = (
-        query.fsdp_param_dtype
-    )  # the passes' type over fp32 shards, with FSDP's mixed precision
+    # with FSDP's mixed precision, the passes' type over fp32 shards
+    row["fsdp_param_dtype"] = query.fsdp_param_dtype
     passes = query.passes_precision
     row["precision_predicted_as"] = workload.precision if workload.precision != passes else None
     if checkpointed is not None:  # the step, then the blocks' forward pass again
