@@ -590,6 +590,11 @@ def test_fsdp_mixed_precision_gathers_in_the_passes_type_over_fp32_shards(capsys
     args = ["predict", ref, "--batch-size", "8", "--seq-len", "128", "--hardware", "a100-sxm4-80gb"]
     assert main([*args, "--num-devices", "4", "--parallel", "fsdp", "--fsdp-param-dtype", "bf16"]) == 0
     assert "mixed precision: the passes and the gathers in bf16, fp32 shards" in capsys.readouterr().out
+    assert main([*args, "--num-devices", "4", "--parallel", "fsdp", "--fsdp-no-reshard"]) == 0
+    assert (
+        "the blocks' weights kept from the forward pass to the backward pass (one all-gather)"
+        in capsys.readouterr().out
+    )
 
 
 def test_a_reference_calibrates_at_the_input_size_given_when_it_takes_that_kind_of_input(capsys):
