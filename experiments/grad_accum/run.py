@@ -30,6 +30,12 @@ from pathlib import Path
 
 import torch
 
+from gnnperf.graph.memory import training_memory
+from gnnperf.measure.harness import TrainingLoss
+from gnnperf.measure.live_tensors import fsdp_live_peak_mb, live_peak_mb
+from gnnperf.measure.workload import Workload
+from gnnperf.zoo.resolve import resolve
+
 # (reference, per-sample input shape, batch); dropout off, so that the CPU's dropout (a noise tensor of the input's
 # type) and the estimate's (the GPU kernel's one-byte mask) do not differ
 MODELS = [
@@ -60,9 +66,6 @@ def _timed(fn) -> float:
 
 
 def time_parts(ref: str, shape: tuple[int, ...], batch: int) -> dict:
-    from gnnperf.measure.harness import TrainingLoss
-    from gnnperf.zoo.resolve import resolve
-
     spec = resolve(ref)
     model = spec.build().train()
     inputs = spec.make_inputs(batch, shape, generator=torch.Generator().manual_seed(0))
@@ -105,11 +108,6 @@ def time_parts(ref: str, shape: tuple[int, ...], batch: int) -> dict:
 
 
 def memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
-    from gnnperf.graph.memory import training_memory
-    from gnnperf.measure.live_tensors import live_peak_mb
-    from gnnperf.measure.workload import Workload
-    from gnnperf.zoo.resolve import resolve
-
     spec = resolve(ref)
     out = {}
     for k in (1, K):
@@ -127,10 +125,6 @@ def memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
 
 
 def fsdp_memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
-    from gnnperf.graph.memory import training_memory
-    from gnnperf.measure.live_tensors import fsdp_live_peak_mb
-    from gnnperf.measure.workload import Workload
-
     out = {}
     for k in (1, K):
         workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd", num_devices=2)
@@ -154,8 +148,6 @@ def fsdp_memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
 
 
 def main() -> None:
-    from gnnperf.measure.live_tensors import fsdp_live_peak_mb
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
