@@ -76,6 +76,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "gathered from its forward pass to its backward pass (one all-gather a step, more memory)",
     )
     parser.add_argument(
+        "--gpus-per-machine",
+        type=int,
+        default=8,
+        metavar="G",
+        help="GPUs a machine holds, sharing its GPU-to-GPU link (default 8, an HGX/DGX board); --parallel ddp or "
+        "fsdp on more devices spans machines",
+    )
+    parser.add_argument(
+        "--network",
+        metavar="SPEC",
+        help="with --parallel ddp or fsdp over several machines: their network, as NICs per machine x each one's "
+        "Gbit/s (8x400gbit: the NICs' rate at 0.9) or the all-reduce bus bandwidth nccl-tests measured on them "
+        "(380gbs); the collectives run at the slower of it and the GPUs' link (without it the network is not "
+        "priced, and the prediction says so)",
+    )
+    parser.add_argument(
         "--h2d", action="store_true", help="include the host-to-device copy of the inputs in the time"
     )
     parser.add_argument(
@@ -171,7 +187,14 @@ def run(args: argparse.Namespace) -> int:
         raise GnnperfError(f"--seq-len must be at least 1, got {args.seq_len}")
     hardware = _hardware_names(args.hardware, args.hardware_file)
     no_link = []  # with 'all' and DDP or FSDP: the GPUs whose entry gives no peer bandwidth, left out of the ranking
-    if args.parallel != "dp" and max(device_counts) > 1 and _asks_every_gpu(args.hardware):
+    # one GPU a machine and a network: the rings need no GPU-to-GPU link
+    network_only = args.gpus_per_machine == 1 and args.network is not None
+    if (
+        args.parallel != "dp"
+        and max(device_counts) > 1
+        and _asks_every_gpu(args.hardware)
+        and not network_only
+    ):
         from gnnperf.hardware.table import load_table
         from gnnperf.predictor.parallel import link_gbs
 
@@ -220,6 +243,8 @@ def run(args: argparse.Namespace) -> int:
             grad_accum=args.grad_accum,
             fsdp_param_dtype=args.fsdp_param_dtype,
             fsdp_reshard_after_forward=not args.fsdp_no_reshard,
+            gpus_per_machine=args.gpus_per_machine,
+            network=args.network,
         )
         for model in models
         for device in hardware

@@ -3,8 +3,6 @@ what activation checkpointing adds (:mod:`gnnperf.predictor.report`)."""
 
 from __future__ import annotations
 
-from gnnperf.predictor.parallel import GPUS_PER_MACHINE
-
 # an hf model built with eager attention (the reference's default, what the predictor learned)
 EAGER_ATTENTION_NOTE = (
     "eager attention keeps each layer's attention matrix for the backward pass; sdpa, transformers' default where "
@@ -75,19 +73,35 @@ def parallel_note(row: dict, one: bool = True) -> str:
     d = row["ddp"]
     ring = (
         f" ({d['exposed_allreduce_ms']:.2f} of {d['allreduce_ms']:.2f} ms after a {d['step_ms']:.2f} ms step), a ring "
-        f"over {d['interconnect']} at {d['allreduce_gbs']:.0f} GB/s"
+        f"over {_links(d)} at {d['allreduce_gbs']:.0f} GB/s"
         if one
         else ", a ring over each GPU's interconnect (--json: ddp)"
     )
-    beyond = (
-        f"; beyond {GPUS_PER_MACHINE} GPUs the ring crosses machines, whose network is slower than the link priced"
-        if d["beyond_one_machine"]
-        else ""
-    )
     return (
         f"{how}{ring}; composed from the data sheet, not learned: no source here timed DDP, and published 8-GPU "
-        f"ResNet-50 runs lost 3-19% an iteration where it adds at most 0.2% (experiments/ddp){beyond}"
+        f"ResNet-50 runs lost 3-19% an iteration where it adds at most 0.2% (experiments/ddp){_machines(d)}"
     )
+
+
+def _links(parts: dict) -> str:
+    """What the rings of ``parts`` (a row's ``ddp`` or ``fsdp``) run over: the GPUs' link, and the network priced."""
+    return parts["interconnect"] + (f" and {parts['network']}" if parts["network"] else "")
+
+
+def _machines(parts: dict) -> str:
+    """Whether the rings of ``parts`` (a row's ``ddp`` or ``fsdp``) cross machines, and at what the network is priced."""
+    if not parts["beyond_one_machine"]:
+        return ""
+    spans = f"; the GPUs span {parts['machines']} machines of {parts['gpus_per_machine']}"
+    if parts["network"] is None:
+        return (
+            f"{spans}, whose network is not priced: only the GPUs' link is (give --network: the machines' NICs, such "
+            "as 8x400gbit, or a measured all-reduce bus bandwidth, such as 380gbs)"
+        )
+    bound = (
+        "which bounds the rings" if parts["bandwidth_bound"] == "network" else "faster than the GPUs' link"
+    )
+    return f"{spans}, over a network of {parts['network']} ({bound})"
 
 
 def _fsdp_note(row: dict, one: bool) -> str:
@@ -106,14 +120,13 @@ def _fsdp_note(row: dict, one: bool) -> str:
         f" ({f['exposed_ms']:.2f} ms of {2 if f.get('reshard_after_forward', True) else 1} x "
         f"{f['all_gather_ms']:.2f} + {f['reduce_scatter_ms']:.2f} after a "
         f"{f['step_ms']:.2f} ms step, less {f['sharded_update_saves_ms']:.2f} for updating a shard), rings over "
-        f"{f['interconnect']} at {f['link_gbs']:.0f} GB/s"
+        f"{_links(f)} at {f['link_gbs']:.0f} GB/s"
         if one
         else ", rings over each GPU's interconnect (--json: fsdp)"
     )
-    beyond = f"; beyond {GPUS_PER_MACHINE} GPUs the rings cross machines" if f["beyond_one_machine"] else ""
     return (
         f"{how}{ring}; composed from the data sheet, not learned, and its time checked against no measurement (no "
-        f"source here timed FSDP; its memory against a sharded CPU run: experiments/fsdp){beyond}"
+        f"source here timed FSDP; its memory against a sharded CPU run: experiments/fsdp){_machines(f)}"
     )
 
 

@@ -15,9 +15,13 @@ all-reduce its backward pass does not hide, from parts that are:
   step; of a step with an optimizer update, which comes after the all-reduce, a little more than the backward
   pass), and at least for the last bucket, which only starts once the backward pass ends.
 
+Beyond one machine (:class:`Cluster`: more GPUs than ``gpus_per_machine``) the rings cross the machines' network,
+priced where the query names it (:func:`network_gbs`); a prediction that spans machines without one says so
+(``beyond_one_machine`` with ``network`` None) and prices the GPUs' own link alone.
+
 Left out: the all-reduce's per-call latency (tens of microseconds, so small steps are a little under-estimated),
-stragglers and the host, DDP's first-iteration bucket rebuilding, and the network between machines (a prediction
-for more than :data:`GPUS_PER_MACHINE` GPUs says so: ``beyond_one_machine``).
+stragglers and the host, DDP's first-iteration bucket rebuilding, and NCCL's tree algorithms, which on a few machines
+can beat the ring's network bound.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ DP_FLOOR_NOTE = (
     "predicted faster on several GPUs than on one at the same per-device batch, so given the one-GPU time"
 )
 
-GPUS_PER_MACHINE = 8  # the most GPUs one machine of these links holds (HGX/DGX boards); more span machines
+GPUS_PER_MACHINE = 8  # an HGX/DGX board's GPUs: a machine's, unless the query says otherwise (Cluster)
 # torch's DistributedDataParallel(bucket_cap_mb=25) default
 BUCKET_MB = 25.0
 # The backward pass's share of a forward + backward step: the median over NeuSight's 31 single-GPU training labels
@@ -66,8 +70,19 @@ _PCIE_LANE_GBS = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 # the grads' bytes per parameter: autocast keeps fp32 weights, so fp32 gradients
 GRAD_BYTES = {"fp16": 2, "bf16": 2, "fp64": 8}
 
+# The share of the NICs' line rate a ring all-reduce's bus bandwidth reaches across machines: an assumption, not a
+# measurement here. Published nccl-tests figures span a wide range for the same NICs: two H100 machines with eight
+# 400 Gb/s InfiniBand NICs each, 400-450 GB/s expected (saturncloud.io/blog/crusoe-nccl-cluster-validation; above
+# the ring's bound of 400 because NCCL runs trees on two machines, NVIDIA/nccl-tests#196), four machines with 200
+# GB/s of NICs 90 GB/s (NVIDIA/nccl#1168), two H200 NVL machines on four 400 Gb/s RoCE NICs 35 GB/s
+# (kubernetes.recipes, nccl-all-reduce-perf-benchmark-multi-node). The fabric's set-up decides, so a measured bus
+# bandwidth (``--network 380gbs``) is the better input.
+NETWORK_EFFICIENCY = 0.9
+
 _AGGREGATE = re.compile(r"(nvlink\d*|infinity-fabric)-(\d+(?:\.\d+)?)gbs")
 _PCIE = re.compile(r"pcie(\d)x(\d+)")
+_NICS = re.compile(r"(\d+)x(\d+(?:\.\d+)?)gb(?:it|ps)")  # NICs per machine x each one's Gbit/s
+_BUS = re.compile(r"(\d+(?:\.\d+)?)(?:gbs|gb/s)")  # a measured all-reduce bus bandwidth, GB/s
 
 
 def link_gbs(interconnect: str) -> tuple[float, str] | None:
@@ -85,19 +100,73 @@ def link_gbs(interconnect: str) -> tuple[float, str] | None:
     return None
 
 
-def _bus_gbs(interconnect: str, device: str, estimate: str) -> float:
-    """The bandwidth NCCL's collectives reach over ``device``'s peer link (:data:`LINK_EFFICIENCY`).
+def network_gbs(network: str) -> float:
+    """The all-reduce bus bandwidth across machines, GB/s, from the machines' network: ``8x400gbit`` (or
+    ``8x400gbps``: NICs per machine x each one's line rate in Gbit/s) is the NICs' aggregate rate at
+    :data:`NETWORK_EFFICIENCY`; ``380gbs`` (or ``380GB/s``) is a bus bandwidth measured on the machines (nccl-tests'
+    ``all_reduce_perf`` at large sizes, its ``busbw``), taken as it is.
+
+    A ring all-reduce over several machines leaves each machine once per ring, and NCCL runs a ring per NIC, so a
+    machine's NICs together carry what each GPU's link carries inside it, ``2 (n - 1) / n`` of the bytes: the bus
+    bandwidth is at most their aggregate rate (and at most the GPUs' own link; :func:`collective_gbs`).
 
     Raises:
-        GnnperfError: the ``interconnect`` names no peer-link bandwidth, which ``estimate`` needs.
+        GnnperfError: ``network`` is neither form, or names no bandwidth.
     """
-    link = link_gbs(interconnect)
+    text = network.strip().lower()
+    if (m := _NICS.fullmatch(text)) and int(m[1]) > 0 and float(m[2]) > 0:
+        return int(m[1]) * float(m[2]) / 8 * NETWORK_EFFICIENCY
+    if (m := _BUS.fullmatch(text)) and float(m[1]) > 0:
+        return float(m[1])
+    raise GnnperfError(
+        f"bad network '{network}': expected the machines' NICs as COUNTxGBITgbit (such as 8x400gbit: eight 400 "
+        "Gb/s NICs a machine) or a measured all-reduce bus bandwidth as GBSgbs (such as 380gbs)"
+    )
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """The machines a job on several GPUs spans: ``gpus_per_machine`` GPUs share the peer link of the hardware
+    table's ``interconnect``; the rings of a job on more GPUs cross ``network`` (:func:`network_gbs`; None: not
+    priced, and the prediction says so)."""
+
+    gpus_per_machine: int = GPUS_PER_MACHINE
+    network: str | None = None
+
+    def __post_init__(self) -> None:
+        g = self.gpus_per_machine
+        if isinstance(g, bool) or not isinstance(g, int) or g < 1:
+            raise GnnperfError(f"bad gpus_per_machine {g!r}: expected a positive number of GPUs")
+        if self.network is not None:
+            network_gbs(self.network)
+
+    def machines(self, num_devices: int) -> int:
+        return -(-num_devices // self.gpus_per_machine)
+
+
+def collective_gbs(
+    spec: HardwareSpec, num_devices: int, cluster: Cluster, estimate: str
+) -> tuple[float, str]:
+    """The bus bandwidth NCCL's ring collectives reach over ``num_devices`` GPUs of ``spec`` and what bounds it:
+    ``link``, the GPUs' peer link (:data:`LINK_EFFICIENCY`), or ``network``, the machines' (:func:`network_gbs`),
+    whichever is slower where the GPUs span machines of ``cluster``.
+
+    Raises:
+        GnnperfError: a ring inside a machine, and the device's ``interconnect`` names no peer-link bandwidth, which
+            ``estimate`` needs.
+    """
+    spans = cluster.machines(num_devices) > 1 and cluster.network is not None
+    network = network_gbs(cluster.network) if spans else None
+    if network is not None and cluster.gpus_per_machine == 1:  # one GPU a machine: no peer link in the ring
+        return network, "network"
+    link = link_gbs(spec.interconnect)
     if link is None:
         raise GnnperfError(
-            f"{device}: interconnect '{interconnect}' gives no GPU-to-GPU bandwidth, which {estimate} estimate "
-            "needs; give the device in a --hardware-file with one (such as nvlink3-600gbs or pcie4x16)"
+            f"{spec.name}: interconnect '{spec.interconnect}' gives no GPU-to-GPU bandwidth, which {estimate} "
+            "estimate needs; give the device in a --hardware-file with one (such as nvlink3-600gbs or pcie4x16)"
         )
-    return link[0] * LINK_EFFICIENCY[link[1]]
+    gbs = link[0] * LINK_EFFICIENCY[link[1]]
+    return (network, "network") if network is not None and network < gbs else (gbs, "link")
 
 
 def allreduce_ms(nbytes: float, num_devices: int, gbs: float) -> float:
@@ -119,15 +188,9 @@ class DdpStep:
         return self.step_ms + self.exposed_ms
 
 
-def ddp_step(
-    step_ms: float, num_params: int, precision: str, num_devices: int, interconnect: str, device: str
-) -> DdpStep:
-    """The DDP iteration of a step of ``step_ms`` on one device (see the module docstring).
-
-    Raises:
-        GnnperfError: the device's ``interconnect`` names no peer-link bandwidth.
-    """
-    gbs = _bus_gbs(interconnect, device, "a DistributedDataParallel")
+def ddp_step(step_ms: float, num_params: int, precision: str, num_devices: int, gbs: float) -> DdpStep:
+    """The DDP iteration of a step of ``step_ms`` on one device, its all-reduce at a bus bandwidth of ``gbs``
+    (:func:`collective_gbs`; see the module docstring)."""
     nbytes = num_params * GRAD_BYTES.get(precision, 4)
     if num_devices == 1 or nbytes == 0:
         return DdpStep(step_ms, 0.0, 0.0, gbs)
@@ -159,14 +222,14 @@ def fsdp_step(
     num_params: int,
     precision: str,
     num_devices: int,
-    interconnect: str,
-    device: str,
+    gbs: float,
     update_ms: float = 0.0,
     param_dtype: str | None = None,
     shard_update_ms: float | None = None,
     gathers: int = 2,
 ) -> FsdpStep:
-    """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.fsdp.FsdpShards`).
+    """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.fsdp.FsdpShards`), its
+    collectives at a bus bandwidth of ``gbs`` (:func:`collective_gbs`).
 
     A ring all-gather or reduce-scatter moves ``(n - 1) / n`` of the weights' bytes through each GPU's link, half of
     an all-reduce (:func:`allreduce_ms`). Each unit's gather runs ahead of its compute, so the forward pass hides
@@ -179,11 +242,7 @@ def fsdp_step(
     update of ``precision``'s weights) on a shard. ``gathers``: 1 where the blocks keep their weights from the
     forward pass to the backward pass (no resharding after the forward pass). Left out: the first unit's gather and the last
     reduce-scatter, which nothing hides (one unit's weights each), and the collectives' per-call latency.
-
-    Raises:
-        GnnperfError: the device's ``interconnect`` names no peer-link bandwidth.
     """
-    gbs = _bus_gbs(interconnect, device, "a fully sharded")
     gather = allreduce_ms(num_params * GRAD_BYTES.get(param_dtype or precision, 4), num_devices, gbs) / 2
     reduce = allreduce_ms(num_params * GRAD_BYTES.get(precision, 4), num_devices, gbs) / 2
     backward = BACKWARD_SHARE * step_ms
@@ -199,10 +258,11 @@ def parallel_row(
     spec: HardwareSpec,
     num_devices: int,
     policy: FsdpPolicy | None = None,
+    cluster: Cluster = Cluster(),
 ) -> dict[str, Any]:
     """The fields that make a one-device prediction ``row`` a DDP or FSDP (``parallel``) iteration on
-    ``num_devices`` GPUs of ``spec``; ``policy``: FSDP's options (:func:`fsdp_step`; with a ``param_dtype``, ``row``
-    predicts the passes in that type).
+    ``num_devices`` GPUs of ``spec`` in machines of ``cluster``; ``policy``: FSDP's options (:func:`fsdp_step`; with
+    a ``param_dtype``, ``row`` predicts the passes in that type).
 
     The step plus the collectives it does not hide, added to the interval's bounds as well: the collectives are a
     data-sheet estimate with no spread of their own measured. ``row[parallel]`` holds the parts.
@@ -210,7 +270,9 @@ def parallel_row(
     fields: dict[str, Any] = {"num_devices": num_devices}
     if num_devices == 1 or "bwd" not in row["timed"]:  # nothing to all-reduce or shard, so no link needed
         return fields
-    args = (row["iteration_time_ms"], num_params, row["precision"], num_devices, spec.interconnect, spec.name)
+    estimate = "a DistributedDataParallel" if parallel == "ddp" else "a fully sharded"
+    gbs, bound = collective_gbs(spec, num_devices, cluster, estimate)
+    args = (row["iteration_time_ms"], num_params, row["precision"], num_devices, gbs)
     step: DdpStep | FsdpStep
     if parallel == "ddp":
         step = ddp_step(*args)
@@ -255,8 +317,12 @@ def parallel_row(
             "step_ms": step.step_ms,
             **parts,
             "interconnect": spec.interconnect,
-            # an 8-GPU machine is the largest with one NVLink/PCIe fabric; beyond it the rings cross the network
-            "beyond_one_machine": num_devices > GPUS_PER_MACHINE,
+            "machines": cluster.machines(num_devices),
+            "gpus_per_machine": cluster.gpus_per_machine,
+            # beyond one machine the rings cross its network: None where the query names none (not priced)
+            "beyond_one_machine": cluster.machines(num_devices) > 1,
+            "network": cluster.network if cluster.machines(num_devices) > 1 else None,
+            "bandwidth_bound": bound,  # what sets the collectives' bandwidth: the GPUs' link or the network
         },
     }
 

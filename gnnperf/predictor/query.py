@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
     from gnnperf.graph.fsdp import FsdpPolicy
     from gnnperf.measure.workload import Workload
+    from gnnperf.predictor.parallel import Cluster
 
 
 @dataclass(frozen=True)
@@ -31,6 +32,10 @@ class Query:
     pass (FSDP2 ``fully_shard(reshard_after_forward=False)``, one all-gather a step).
     ``grad_accum`` > 1 sums the gradients of that many micro-batches of ``batch_size`` before each optimizer update:
     the iteration is the whole update's (:mod:`gnnperf.predictor.accumulation`, composed, not learned).
+    ``gpus_per_machine`` GPUs share a machine's peer link; a DDP or FSDP job on more spans machines, whose collectives
+    cross ``network`` (:class:`gnnperf.predictor.parallel.Cluster`: the NICs, such as ``8x400gbit``, or a measured
+    all-reduce bus bandwidth, such as ``380gbs``; None: not priced, and the prediction says so). ``DataParallel`` is
+    one process: at most ``gpus_per_machine`` devices.
     """
 
     model: str
@@ -49,12 +54,24 @@ class Query:
     grad_accum: int = 1
     fsdp_param_dtype: str | None = None
     fsdp_reshard_after_forward: bool = True
+    gpus_per_machine: int = 8
+    network: str | None = None
 
     def __post_init__(self) -> None:
         from gnnperf.errors import GnnperfError
         from gnnperf.predictor.parallel import check_parallel
 
         check_parallel(self.parallel)
+        cluster = self.cluster  # checks both fields
+        if self.parallel == "dp" and self.num_devices > cluster.gpus_per_machine:
+            raise GnnperfError(
+                f"torch.nn.DataParallel runs in one process on one machine: {self.num_devices} devices are more "
+                f"than its {cluster.gpus_per_machine} GPUs (--gpus-per-machine); --parallel ddp or fsdp spans machines"
+            )
+        if self.network is not None and self.parallel == "dp":
+            raise GnnperfError(
+                "a network between machines is for --parallel ddp or fsdp, which span machines"
+            )
         if self.fsdp_param_dtype is not None:
             if self.fsdp_param_dtype not in ("bf16", "fp16"):
                 raise GnnperfError(f"bad fsdp_param_dtype '{self.fsdp_param_dtype}': expected bf16 or fp16")
@@ -90,6 +107,13 @@ class Query:
         from gnnperf.graph.fsdp import FsdpPolicy
 
         return FsdpPolicy(self.fsdp_param_dtype, self.fsdp_reshard_after_forward)
+
+    @property
+    def cluster(self) -> Cluster:
+        """The machines a job on several GPUs spans (``gpus_per_machine`` and ``network`` as :class:`Cluster`)."""
+        from gnnperf.predictor.parallel import Cluster
+
+        return Cluster(self.gpus_per_machine, self.network)
 
     def workload(self, input_shape: Iterable[int]) -> Workload:
         """The query's workload at the model's resolved per-sample ``input_shape`` (every other field its own)."""

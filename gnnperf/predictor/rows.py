@@ -83,7 +83,15 @@ def time_row(
         row["interval_ms"] = [v * row["iteration_time_ms"] / ms for v in row["interval_ms"]]
     if query.parallel != "dp":
         row.update(
-            parallel_row(row, query.parallel, graph.param_count(), spec, query.num_devices, query.fsdp_policy)
+            parallel_row(
+                row,
+                query.parallel,
+                graph.param_count(),
+                spec,
+                query.num_devices,
+                query.fsdp_policy,
+                query.cluster,
+            )
         )
     if query.grad_accum > 1:  # the passes before the last, which all-reduces and updates
         row.update(

@@ -652,6 +652,54 @@ def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(
     assert "left out: gh200, intel-max-1550, mi250, mi250-gcd" in err
 
 
+def test_across_machines_the_collectives_run_at_the_slower_of_the_gpus_link_and_the_network(capsys):
+    from gnnperf.cli import main
+
+    predictor = Predictor.from_checkpoint(None)
+    one = Query("timm:resnet50", "a100-sxm4-80gb", 64, precision="amp_fp16", optimizer="sgd", parallel="ddp")
+    inside, unpriced, slow, fast = predictor.predict(
+        [
+            replace(one, num_devices=8),
+            replace(one, num_devices=64),
+            replace(one, num_devices=64, network="1x100gbit"),
+            replace(one, num_devices=64, network="8x400gbit"),
+        ]
+    )
+    assert (inside["ddp"]["machines"], inside["ddp"]["beyond_one_machine"], inside["ddp"]["network"]) == (
+        1,
+        False,
+        None,
+    )
+    assert unpriced["ddp"]["machines"] == 8 and unpriced["ddp"]["network"] is None  # the link alone, said so
+    assert unpriced["ddp"]["allreduce_gbs"] == fast["ddp"]["allreduce_gbs"] == inside["ddp"]["allreduce_gbs"]
+    assert fast["ddp"]["bandwidth_bound"] == "link" and slow["ddp"]["bandwidth_bound"] == "network"
+    assert slow["ddp"]["allreduce_gbs"] == pytest.approx(11.25)
+    assert slow["ddp"]["allreduce_ms"] > 20 * fast["ddp"]["allreduce_ms"]
+    assert slow["iteration_time_ms"] > fast["iteration_time_ms"] >= inside["iteration_time_ms"]
+    # FSDP's gathers and reduce-scatter cross the same network
+    gpt2 = Query("hf:gpt2", "h100-sxm", 8, input_shape=(512,), precision="amp_bf16", optimizer="adamw")
+    sharded = replace(gpt2, parallel="fsdp", num_devices=16, gpus_per_machine=4, network="25gbs")
+    (row,) = predictor.predict(sharded)
+    assert (row["fsdp"]["machines"], row["fsdp"]["link_gbs"], row["fsdp"]["bandwidth_bound"]) == (
+        4,
+        25.0,
+        "network",
+    )
+
+    args = ["predict", "timm:resnet50", "--hardware", "a100-sxm4-80gb", "--batch-size", "64", "--precision"]
+    args += ["amp_fp16", "--parallel", "ddp", "--num-devices", "64"]
+    assert main(args) == 0
+    assert "the GPUs span 8 machines of 8, whose network is not priced" in capsys.readouterr().out
+    assert main([*args, "--network", "1x100gbit", "--gpus-per-machine", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "span 16 machines of 4, over a network of 1x100gbit (which bounds the rings)" in out
+    assert "nvlink3-600gbs and 1x100gbit at 11 GB/s" in out
+    assert main([*args, "--network", "fast"]) == 2
+    assert capsys.readouterr().err.count("bad network 'fast'") == 1
+    assert main(args[:-4] + ["--num-devices", "16"]) == 2  # DataParallel, one process: one machine's GPUs
+    assert "DataParallel runs in one process on one machine" in capsys.readouterr().err
+
+
 def test_a_step_with_an_optimizer_update_is_never_predicted_faster_than_without(capsys):
     """The shipped network says GPT-2's SGD step is faster than the same step without an update on an A100.
 
