@@ -106,6 +106,7 @@ class MemoryEstimate:
     # the optimizer update's temporaries (_UPDATE_TEMPORARIES), held after the activations are freed
     update_mb: float = 0.0
     # the end of the backward pass: two more gradients of the largest weight registered twice, while they are summed
+    # (three where their sum is added into a gradient held from an earlier pass)
     tied_gradients_mb: float = 0.0
     # sharded over the devices (FSDP): weights, gradients, optimizer state and update temporaries are a device's shard
     fsdp: FsdpShards | None = None
@@ -119,11 +120,14 @@ class MemoryEstimate:
     def phases_mb(self) -> dict[str, float]:
         """What each moment of the step holds beyond :attr:`held_mb` (see the module docstring): ``backward``
         activations and gradients, ``tied_gradients`` and ``update`` the gradients and the moment's temporaries."""
-        return {
+        phases = {
             "backward": self.backward_mb,
             "tied_gradients": self.gradients_mb + self._end_of_backward_mb,
             "update": self.gradients_mb + self.update_mb,
         }
+        if self.fsdp is not None and self.fsdp.forward_mb:  # sharded, the gradients whole through the passes
+            phases["pass_start"] = self.gradients_mb + self.fsdp.forward_mb
+        return phases
 
     @property
     def _end_of_backward_mb(self) -> float:
@@ -150,7 +154,7 @@ class MemoryEstimate:
         fsdp = self.fsdp and {
             k: v
             for k, v in asdict(self.fsdp).items()
-            if k not in ("root_ids", "in_block_bytes", "until_done_bytes")
+            if k not in ("root_ids", "in_block_bytes", "until_done_bytes", "unsynced_extra_bytes")
         }
         return {**asdict(self), "fsdp": fsdp, "total_mb": self.total_mb, "peak_at": self.peak_at}
 
@@ -197,7 +201,8 @@ def training_memory(
     gradients' shards, reduce-scattered after every pass as FSDP2 does by default). ``fsdp_policy``: with a
     ``param_dtype`` (:class:`FsdpPolicy`), FSDP2's mixed precision over an fp32 model: the trace runs in that type,
     the shards (weights, gradients, optimizer state) are fp32, and the gradients are cast to fp32 for their
-    reduce-scatter; without ``reshard_after_forward``, the blocks' weights stay gathered until their backward pass. The model runs on the ``meta``
+    reduce-scatter; without ``reshard_after_forward``, the blocks' weights stay gathered until their backward pass;
+    without ``sync_every_pass``, accumulated gradients are whole until the last pass. The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
     global attention) on ``meta`` with its integer inputs' values (:mod:`gnnperf.graph.input_values`); none
@@ -251,9 +256,19 @@ def training_memory(
     shards = (
         fsdp_shards(gradient_bytes, traced.block_weights, n, grad_accum > 1, fsdp_policy) if fsdp else None
     )
+    # accumulating into every weight's whole gradient, held from an earlier pass: a tied weight's two gradients' sum is
+    # a third tensor (under FSDP's mixed precision the root's new bf16 gradients, FsdpShards.root_whole_mb)
+    summed_into_held = grad_accum > 1 and (not fsdp or not (fsdp_policy.sync_every_pass or mixed))
     at_once = activations
     if backward and shards is None:
         at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing, accumulating=grad_accum > 1)
+    elif backward and grad_accum > 1 and not fsdp_policy.sync_every_pass:
+        # every gradient whole from the start, as unsharded (FsdpShards.unsynced_extra_bytes: fp32 under mixed)
+        until = shards.until_done_bytes
+        at_once = trace.backward_peak_bytes(
+            gradient_bytes, checkpointing, shards.in_block_bytes, accumulating=True, until_done=until
+        )
+        at_once += shards.unsynced_extra_bytes + shards.root_mb * _MB
     elif backward:
         # a block's gradients are its shard once it is done, the root's whole until the backward pass ends
         held = {w: b if w in shards.root_ids else b * shard for w, b in gradient_bytes.items()}
@@ -273,7 +288,7 @@ def training_memory(
         ddp_buckets_mb=gradients_mb if parallel == "ddp" and workload.num_devices > 1 else 0.0,
         checkpointing=checkpointed,
         update_mb=grad_mb * shard * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
-        tied_gradients_mb=2 * traced.tied_mb if backward else 0.0,
+        tied_gradients_mb=(3 if summed_into_held else 2) * traced.tied_mb if backward else 0.0,
         backward_mb=at_once / _MB,
         fsdp=shards if backward else None,
     )

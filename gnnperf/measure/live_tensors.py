@@ -46,6 +46,7 @@ def live_peak_mb(
     profiled: bool = True,
     accumulate: int = 1,
     upcast: bool = False,
+    before_pass: Callable[[bool], None] | None = None,
 ) -> dict[str, float]:
     """MB of live tensors by label (:data:`LABELS`) at the moment they add up to the most, in one CPU training step
     with the harness's loss, after a first step that creates the optimizer's state. ``optimizer``: made from the
@@ -53,7 +54,9 @@ def live_peak_mb(
     to that type (its op lists are not CUDA's: compare where they agree). ``profiled=False``: the same two steps,
     unprofiled, returning nothing (the other processes of a sharded run, which must run the same collectives).
     ``accumulate``: each step's gradients summed over that many forward and backward passes of ``inputs``.
-    ``upcast``: the loss in fp32, as the harness computes it for an fp16 or bf16 model."""
+    ``upcast``: the loss in fp32, as the harness computes it for an fp16 or bf16 model. ``before_pass``: called
+    before each forward and backward pass with whether it is the step's last (FSDP2's
+    ``set_requires_gradient_sync``)."""
     model.train()
     params = list(model.parameters())
     opt = optimizer(params) if optimizer else torch.optim.SGD(params, lr=1e-3, momentum=0.9)
@@ -63,7 +66,9 @@ def live_peak_mb(
 
     def step() -> None:
         opt.zero_grad(set_to_none=True)
-        for _ in range(accumulate):
+        for i in range(accumulate):
+            if before_pass is not None:
+                before_pass(i == accumulate - 1)
             with amp:
                 value = loss(model(*inputs))
             value.backward()
@@ -123,6 +128,7 @@ def fsdp_live_peak_mb(
     accumulate: int = 1,
     param_dtype: str | None = None,
     reshard_after_forward: bool = True,
+    sync_every_pass: bool = True,
 ) -> dict[str, float]:
     """:func:`live_peak_mb` of the first of ``processes`` CPU processes (``torchrun``, gloo) training ``ref``
     sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.fsdp.FsdpShards` assumes (each repeated
@@ -133,6 +139,7 @@ def fsdp_live_peak_mb(
     :func:`live_peak_mb`'s (the gradients reduce-scattered after every pass, FSDP2's default). ``param_dtype``
     (``bf16``, ``fp16``): FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)``, the passes
     in that type over fp32 shards, the loss in fp32. ``reshard_after_forward``: ``fully_shard``'s, for the blocks.
+    ``sync_every_pass`` False: ``set_requires_gradient_sync(False)`` for every pass but the last.
 
     Raises:
         RuntimeError: every run failed (the last one's error output).
@@ -150,6 +157,7 @@ def fsdp_live_peak_mb(
             str(accumulate),
             param_dtype or "-",
             str(int(reshard_after_forward)),
+            str(int(sync_every_pass)),
         ]
         for _ in range(attempts):
             done = subprocess.run(
@@ -168,6 +176,7 @@ def _fsdp_process(
     accumulate: int,
     param_dtype: str | None,
     reshard: bool,
+    sync_every_pass: bool,
 ) -> None:
     """One process of :func:`fsdp_live_peak_mb`'s run; the first writes its live tensors at their most to ``out``."""
     import torch.distributed as dist
@@ -187,7 +196,11 @@ def _fsdp_process(
     fully_shard(model, mp_policy=policy)
     first = dist.get_rank() == 0
     inputs = spec.make_inputs(batch, input_shape)
-    live = live_peak_mb(model, inputs, profiled=first, accumulate=accumulate, upcast=dtype is not None)
+    # False: the gradients kept whole and summed until the last pass, which reduce-scatters them
+    sync = None if sync_every_pass else model.set_requires_gradient_sync
+    live = live_peak_mb(
+        model, inputs, profiled=first, accumulate=accumulate, upcast=dtype is not None, before_pass=sync
+    )
     if first:
         out.write_text(json.dumps(live))
     dist.destroy_process_group()
@@ -196,5 +209,5 @@ def _fsdp_process(
 if __name__ == "__main__":  # a process of fsdp_live_peak_mb's run
     _fsdp_process(
         sys.argv[1], tuple(int(v) for v in sys.argv[2].split(",")), int(sys.argv[3]), Path(sys.argv[4]),
-        int(sys.argv[5]), None if sys.argv[6] == "-" else sys.argv[6], sys.argv[7] == "1",
+        int(sys.argv[5]), None if sys.argv[6] == "-" else sys.argv[6], sys.argv[7] == "1", sys.argv[8] == "1",
     )  # fmt: skip

@@ -9,9 +9,11 @@ skip it in the other passes with ``no_sync``) plus ``k - 1`` passes, each:
   (AMP steps), the network's guess of it can come out above the step with one (:mod:`gnnperf.predictor.floors`);
 - with activation checkpointing, its blocks' forward pass again (:mod:`gnnperf.predictor.recompute`);
 - fully sharded, the collectives a pass does not hide, as the step's (FSDP2 gathers the weights for every pass and
-  reduce-scatters the gradients after each by default);
+  reduce-scatters the gradients after each by default), or its gathers alone where the passes before the last do not
+  reduce-scatter (``set_requires_gradient_sync(False)``; :class:`~gnnperf.graph.fsdp.FsdpPolicy`);
 - the gradients' sum: autograd (sharded, FSDP) adds each new gradient (shard) into the one held, reading two
-  gradient-sized tensors and writing one, at the device's bandwidth (a least time, as the update's).
+  gradient-sized tensors and writing one, at the device's bandwidth (a least time, as the update's); the whole
+  gradients where FSDP's passes do not reduce-scatter.
 
 The memory estimate holds every gradient through the passes after the first (:mod:`gnnperf.graph.memory`).
 Checked on this project's CPU against accumulated steps timed beside their parts (``experiments/grad_accum``).
@@ -60,14 +62,14 @@ def accumulation_row(
     recompute = FORWARD_SHARE * checkpointed.recompute_share * pass_ms if checkpointed else 0.0
     bandwidth = spec.mem_bandwidth_gbs or 0.0
     sharded = row.get("fsdp", {})
-    add_bytes = (
-        ADD_TENSORS
-        * num_params
-        * GRAD_BYTES.get(row["precision"], 4)
-        / (row["num_devices"] if sharded else 1)
-    )
+    synced = sharded.get(
+        "sync_every_pass", True
+    )  # else the gradients whole, reduce-scattered in the last pass
+    # the gradients in the reduce type (fp32 under autocast or FSDP's mixed precision), a shard each where synced
+    add_bytes = ADD_TENSORS * num_params * GRAD_BYTES.get(row["precision"], 4)
+    add_bytes /= row["num_devices"] if sharded and synced else 1
     add_ms = add_bytes / (bandwidth * 1e9) * 1e3 if bandwidth else 0.0
-    collectives = sharded.get("exposed_ms", 0.0)
+    collectives = sharded.get("exposed_ms" if synced else "unsynced_pass_exposed_ms", 0.0)
     extra = (micro_batches - 1) * (pass_ms + recompute + collectives + add_ms)
     before = row["iteration_time_ms"]
     total = before + extra

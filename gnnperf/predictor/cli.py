@@ -76,6 +76,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "gathered from its forward pass to its backward pass (one all-gather a step, more memory)",
     )
     parser.add_argument(
+        "--fsdp-no-sync",
+        action="store_true",
+        help="with --parallel fsdp and --grad-accum K: FSDP2 set_requires_gradient_sync(False) for the first K-1 "
+        "micro-batches, the gradients kept whole and summed on each device, reduce-scattered once (less "
+        "communication, more memory)",
+    )
+    parser.add_argument(
         "--gpus-per-machine",
         type=int,
         default=8,
@@ -243,6 +250,7 @@ def run(args: argparse.Namespace) -> int:
             grad_accum=args.grad_accum,
             fsdp_param_dtype=args.fsdp_param_dtype,
             fsdp_reshard_after_forward=not args.fsdp_no_reshard,
+            fsdp_sync_every_pass=not args.fsdp_no_sync,
             gpus_per_machine=args.gpus_per_machine,
             network=args.network,
         )
@@ -260,6 +268,7 @@ def run(args: argparse.Namespace) -> int:
                         model=ref,
                         batch_size=batch,
                         grad_accum=1,  # a reference is timed one pass at a time
+                        fsdp_sync_every_pass=True,
                         input_shape=_reference_shape(ref, models, shape),
                     ),
                     ms,

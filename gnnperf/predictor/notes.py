@@ -36,6 +36,9 @@ def print_memory(m: dict) -> None:
         + (", the root unit's weights and gradients whole" if m.get("fsdp") else ""),
         "update": f"at the optimizer update (the gradients {gib['gradients_mb']:.1f} and the update's temporaries "
         f"{gib['update_mb']:.1f}",
+        # sharded, accumulating without syncing every pass
+        "pass_start": "at the start of a later micro-batch's forward pass (every gradient whole, the root unit's and "
+        f"the first block's weights gathered: {gib['total_mb'] - held / 1024 - gib['workspace_mb']:.1f}",
     }[m["peak_at"]]
     print(
         f"  peak memory {gib['total_mb']:.1f} GiB per device {moment}; weights{buckets} + optimizer "
@@ -116,6 +119,8 @@ def _fsdp_note(row: dict, one: bool) -> str:
         how += f"; mixed precision: the passes and the gathers in {f['param_dtype']}, fp32 shards and reduce-scatter"
     if not f.get("reshard_after_forward", True):
         how += "; the blocks' weights kept from the forward pass to the backward pass (one all-gather)"
+    if not f.get("sync_every_pass", True):
+        how += "; the micro-batches before the last keep the gradients whole, reduce-scattered once"
     ring = (
         f" ({f['exposed_ms']:.2f} ms of {2 if f.get('reshard_after_forward', True) else 1} x "
         f"{f['all_gather_ms']:.2f} + {f['reduce_scatter_ms']:.2f} after a "

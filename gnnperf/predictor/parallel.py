@@ -211,6 +211,8 @@ class FsdpStep:
     exposed_ms: float
     link_gbs: float
     sharded_update_ms: float = 0.0  # what updating a shard saves, at least, of the step's optimizer update
+    # a pass that does not reduce-scatter (accumulating without syncing every pass): its gathers not hidden
+    unsynced_exposed_ms: float = 0.0
 
     @property
     def iteration_ms(self) -> float:
@@ -246,9 +248,11 @@ def fsdp_step(
     gather = allreduce_ms(num_params * GRAD_BYTES.get(param_dtype or precision, 4), num_devices, gbs) / 2
     reduce = allreduce_ms(num_params * GRAD_BYTES.get(precision, 4), num_devices, gbs) / 2
     backward = BACKWARD_SHARE * step_ms
-    exposed = max(gather - (step_ms - backward), 0.0) + max((gathers - 1) * gather + reduce - backward, 0.0)
+    forward = max(gather - (step_ms - backward), 0.0)
+    exposed = forward + max((gathers - 1) * gather + reduce - backward, 0.0)
+    unsynced = forward + max((gathers - 1) * gather - backward, 0.0)
     shard = update_ms if shard_update_ms is None else shard_update_ms
-    return FsdpStep(step_ms, gather, reduce, exposed, gbs, update_ms - shard / num_devices)
+    return FsdpStep(step_ms, gather, reduce, exposed, gbs, update_ms - shard / num_devices, unsynced)
 
 
 def parallel_row(
@@ -307,6 +311,9 @@ def parallel_row(
             "sharded_update_saves_ms": step.sharded_update_ms,
             "param_dtype": param_dtype,  # FSDP2's mixed precision: the passes' and the gathers' type
             "reshard_after_forward": policy is None or policy.reshard_after_forward,
+            # False: with gradient accumulation, the passes before the last keep the gradients whole
+            "sync_every_pass": policy is None or policy.sync_every_pass,
+            "unsynced_pass_exposed_ms": step.unsynced_exposed_ms,
             "link_gbs": step.link_gbs,
         }
     return {

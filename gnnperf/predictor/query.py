@@ -30,6 +30,8 @@ class Query:
     optimizer state), the weights gathered in it and the gradients reduce-scattered in fp32.
     ``fsdp_reshard_after_forward`` False: each block's weights stay gathered from its forward pass to its backward
     pass (FSDP2 ``fully_shard(reshard_after_forward=False)``, one all-gather a step).
+    ``fsdp_sync_every_pass`` False, with ``grad_accum`` > 1: FSDP2's ``set_requires_gradient_sync(False)`` for every
+    micro-batch but the last, the gradients kept whole and reduce-scattered once (FSDP1's ``no_sync``).
     ``grad_accum`` > 1 sums the gradients of that many micro-batches of ``batch_size`` before each optimizer update:
     the iteration is the whole update's (:mod:`gnnperf.predictor.accumulation`, composed, not learned).
     ``gpus_per_machine`` GPUs share a machine's peer link; a DDP or FSDP job on more spans machines, whose collectives
@@ -54,6 +56,7 @@ class Query:
     grad_accum: int = 1
     fsdp_param_dtype: str | None = None
     fsdp_reshard_after_forward: bool = True
+    fsdp_sync_every_pass: bool = True
     gpus_per_machine: int = 8
     network: str | None = None
 
@@ -87,6 +90,11 @@ class Query:
         k = self.grad_accum
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise GnnperfError(f"bad grad_accum {k!r}: expected a positive number of micro-batches")
+        if not self.fsdp_sync_every_pass and (self.parallel != "fsdp" or k == 1):
+            raise GnnperfError(
+                "leaving the gradients unsynced until the last micro-batch is for fully sharded gradient "
+                "accumulation: --parallel fsdp and --grad-accum K > 1"
+            )
         if k > 1 and (self.mode != "train" or self.timed == "fwd"):
             raise GnnperfError(
                 "gradient accumulation sums the gradients of several backward passes: it needs a training step "
@@ -106,7 +114,7 @@ class Query:
         """How fully sharded data parallel shards the blocks (its options as :class:`FsdpPolicy`)."""
         from gnnperf.graph.fsdp import FsdpPolicy
 
-        return FsdpPolicy(self.fsdp_param_dtype, self.fsdp_reshard_after_forward)
+        return FsdpPolicy(self.fsdp_param_dtype, self.fsdp_reshard_after_forward, self.fsdp_sync_every_pass)
 
     @property
     def cluster(self) -> Cluster:

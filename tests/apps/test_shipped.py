@@ -781,18 +781,44 @@ def test_gradient_accumulation_is_one_update_after_its_micro_batches_passes(caps
     assert ddp["iteration_time_ms"] == pytest.approx(
         row["iteration_time_ms"] + ddp["ddp"]["exposed_allreduce_ms"]
     )
-    # every pass after the first holds all the gradients from its start: more memory, never less
+    # every pass after the first holds all the gradients from its start: more memory, never less (and GPT-2's tied
+    # embedding's two new gradients are summed beside the one held)
     memory, single = predictor.memory(accumulated), predictor.memory(one)
-    assert single["total_mb"] < memory["total_mb"] <= single["total_mb"] + single["gradients_mb"]
+    most = single["total_mb"] + single["gradients_mb"] + single["tied_gradients_mb"] / 2
+    assert single["total_mb"] < memory["total_mb"] <= most
     # fully sharded: every pass gathers the weights and reduce-scatters its gradients
     (fsdp,) = predictor.predict(replace(accumulated, num_devices=4, parallel="fsdp"))
     passes = fsdp["grad_accumulation"]
     assert passes["collectives_ms"] == pytest.approx(fsdp["fsdp"]["exposed_ms"])
     assert passes["gradient_sum_ms"] == pytest.approx(acc["gradient_sum_ms"] / 4)
+    # the passes before the last unsynced: gathers alone, the whole gradients summed, every one held whole
+    unsynced = replace(accumulated, num_devices=4, parallel="fsdp", fsdp_sync_every_pass=False)
+    (no_sync,) = predictor.predict(unsynced)
+    f = no_sync["fsdp"]
+    assert not f["sync_every_pass"] and f["unsynced_pass_exposed_ms"] <= f["exposed_ms"]
+    assert no_sync["grad_accumulation"]["collectives_ms"] == pytest.approx(f["unsynced_pass_exposed_ms"])
+    assert no_sync["grad_accumulation"]["gradient_sum_ms"] == pytest.approx(acc["gradient_sum_ms"])
+    # what a pass saves of the reduce-scatter not hidden, it spends summing whole gradients rather than shards
+    saved = passes["collectives_ms"] - f["unsynced_pass_exposed_ms"]
+    spent = acc["gradient_sum_ms"] - passes["gradient_sum_ms"]
+    assert no_sync["iteration_time_ms"] == pytest.approx(fsdp["iteration_time_ms"] + 3 * (spent - saved))
+    sharded, whole = (
+        predictor.memory(replace(unsynced, fsdp_sync_every_pass=True)),
+        predictor.memory(unsynced),
+    )
+    assert whole["total_mb"] > sharded["total_mb"]
+    with pytest.raises(GnnperfError, match="--parallel fsdp and --grad-accum K > 1"):
+        replace(unsynced, grad_accum=1)
     with pytest.raises(GnnperfError, match="needs a training step"):
         replace(accumulated, mode="infer", optimizer=None)
 
     args = ["predict", ref, "--batch-size", "8", "--seq-len", "128", "--hardware", "a100-sxm4-80gb"]
+    assert (
+        main([*args, "--grad-accum", "4", "--num-devices", "4", "--parallel", "fsdp", "--fsdp-no-sync"]) == 0
+    )
+    assert "the micro-batches before the last keep the gradients whole" in capsys.readouterr().out
+    assert main([*args, "--fsdp-no-sync"]) == 2
+    assert "--parallel fsdp and --grad-accum K > 1" in capsys.readouterr().err
     assert main([*args, "--grad-accum", "4", "--epoch-samples", "320"]) == 0
     out = capsys.readouterr().out
     assert (

@@ -330,6 +330,19 @@ def test_an_accumulated_step_holds_every_gradient_through_its_later_passes(ref, 
     assert accumulated.total_mb - accumulated.workspace_mb == pytest.approx(live_mb, rel=0.01)
 
 
+def test_an_accumulated_tied_weights_two_gradients_are_summed_beside_the_one_held():
+    """At the end of a later pass a tied embedding's two new gradients and their sum sit beside the gradient held
+    since the first pass: one gradient more than without accumulation (GPT-2 at batch 1, where that is the peak)."""
+    ref = "hf:gpt2?class=GPT2LMHeadModel&n_layer=2&n_embd=128&n_head=2&vocab_size=20000"
+    spec = resolve(ref)
+    workload = Workload(batch_size=1, input_shape=(32,), optimizer="sgd")
+    single, accumulated = (training_memory(ref, workload, grad_accum=k) for k in (1, 3))
+    assert accumulated.tied_gradients_mb == pytest.approx(1.5 * single.tied_gradients_mb)
+    assert accumulated.peak_at == "tied_gradients"
+    live_mb = sum(live_peak_mb(spec.build(), spec.make_inputs(1, (32,)), accumulate=3).values())
+    assert accumulated.total_mb - accumulated.workspace_mb == pytest.approx(live_mb, rel=0.01)
+
+
 def test_the_gradients_in_flight_and_where_each_weight_gets_its_gradient():
     """Two logits-sized gradients at the loss (its log-softmax's and the logits', fp32 under autocast too); the
     embedding's gradient made at the end of the backward pass, the output layer's at its start."""
@@ -417,6 +430,33 @@ def test_fsdp_mixed_precision_is_fp32_shards_and_the_passes_in_bf16():
     workload = Workload(batch_size=4, input_shape=(128,), optimizer="sgd", num_devices=2)
     estimate = training_memory(ref, workload, parallel="fsdp", fsdp_policy=FsdpPolicy("bf16"))
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.025)
+
+
+@SLOW
+@pytest.mark.parametrize(
+    ("batch", "param_dtype", "peak_at"),
+    [
+        (4, None, "backward"),  # every gradient whole beside the loss's
+        (1, None, "pass_start"),  # and the root's weights gathered beside their all-gather's output
+        (
+            1,
+            "bf16",
+            "tied_gradients",
+        ),  # the last pass: the root's fp32 gradients copied for the reduce-scatter
+    ],
+)
+def test_fsdp_accumulating_without_syncing_every_pass_holds_every_gradient_whole(batch, param_dtype, peak_at):
+    """FSDP2's ``set_requires_gradient_sync(False)`` for all passes but the last, on two CPU processes."""
+    ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
+    shape = (128,) if batch > 1 else (32,)
+    live = fsdp_live_peak_mb(
+        ref, shape, batch, 2, accumulate=3, param_dtype=param_dtype, sync_every_pass=False
+    )
+    workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd", num_devices=2)
+    policy = FsdpPolicy(param_dtype, sync_every_pass=False)
+    estimate = training_memory(ref, workload, parallel="fsdp", grad_accum=3, fsdp_policy=policy)
+    assert estimate.peak_at == peak_at
+    assert estimate.total_mb - estimate.workspace_mb == pytest.approx(sum(live.values()), rel=0.025)
 
 
 @pytest.mark.parametrize(
