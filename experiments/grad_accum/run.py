@@ -17,7 +17,14 @@ processes, each repeated block a unit, the gradients reduce-scattered after ever
 most against ``training_memory(parallel="fsdp", grad_accum=K)``, one pass and K, each run ``FSDP_REPEATS`` times (the
 profiled peak moves between runs where it is the end of the backward pass).
 
-    .venv/bin/python experiments/grad_accum/run.py --out experiments/grad_accum/results.json [--parts time,fsdp,fsdp_k]
+Without syncing every pass (``--parts fsdp_no_sync``): the same runs with FSDP2's ``set_requires_gradient_sync(False)``
+for every pass but the last, in the model's fp32 and under ``MixedPrecisionPolicy(param_dtype=bf16)``, against
+``training_memory(..., fsdp_policy=FsdpPolicy(param_dtype, sync_every_pass=False))`` and beside the estimate of the
+same step syncing every pass. A tied weight (``--parts tied``): GPT-2 and BERT at batch 1, where the end of the
+backward pass is the peak, one pass and K, unsharded, as ``memory``.
+
+    .venv/bin/python experiments/grad_accum/run.py --out experiments/grad_accum/results.json \
+        [--parts time,fsdp,fsdp_k,fsdp_no_sync,tied]
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ from pathlib import Path
 
 import torch
 
+from gnnperf.graph.fsdp import FsdpPolicy
 from gnnperf.graph.memory import training_memory
 from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.live_tensors import fsdp_live_peak_mb, live_peak_mb
@@ -57,6 +65,15 @@ FSDP_RUNS = [
     (LLAMA, (256,), 4), (LLAMA, (64,), 1), (MODELS[0][0], (256,), 4), ("timm:vit_small_patch16_224", (3, 224, 224), 8),
 ]  # fmt: skip
 FSDP_REPEATS = 2
+# without syncing every pass: the peak in the backward pass (batch 4), at a later pass's start or the last pass's end
+# (batch 1: the root's weights and gradients)
+NO_SYNC_RUNS = [(LLAMA, (256,), 4), (LLAMA, (64,), 1), (MODELS[0][0], (256,), 4), (MODELS[0][0], (64,), 1)]
+# a tied embedding at batch 1, where the peak is the end of the backward pass (its two gradients summed)
+TIED_RUNS = [
+    (MODELS[0][0], (64,), 1),
+    ("hf:bert?class=BertForMaskedLM&num_hidden_layers=2&hidden_size=256&intermediate_size=512"
+     "&num_attention_heads=4&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (64,), 1),
+]  # fmt: skip
 
 
 def _timed(fn) -> float:
@@ -147,11 +164,45 @@ def fsdp_memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
     return out
 
 
+def fsdp_no_sync_memory(ref: str, shape: tuple[int, ...], batch: int, param_dtype: str | None) -> dict:
+    workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd", num_devices=2)
+    how = {"parallel": "fsdp", "grad_accum": K}
+    est = training_memory(ref, workload, **how, fsdp_policy=FsdpPolicy(param_dtype, sync_every_pass=False))
+    synced = training_memory(ref, workload, **how, fsdp_policy=FsdpPolicy(param_dtype))
+    live = []
+    for _ in range(FSDP_REPEATS):
+        try:
+            peak = fsdp_live_peak_mb(
+                ref,
+                shape,
+                batch,
+                2,
+                attempts=10,
+                accumulate=K,
+                param_dtype=param_dtype,
+                sync_every_pass=False,
+            )
+            live.append(round(sum(peak.values()), 1))
+        except RuntimeError as e:  # the profiler's own check failed on every run
+            print(f"{ref} no sync: {str(e).splitlines()[0]}", flush=True)
+    estimate = est.total_mb - est.workspace_mb
+    return {
+        "param_dtype": param_dtype,
+        "live_mb": live,
+        "estimate_mb": round(estimate, 1),
+        "estimate_over_live": [round(estimate / v, 3) for v in live],
+        "peak_at": est.peak_at,
+        "syncing_every_pass_estimate_mb": round(synced.total_mb - synced.workspace_mb, 1),
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument(
-        "--parts", default="time,fsdp,fsdp_k", help="time (time and memory on one process), fsdp, fsdp_k"
+        "--parts",
+        default="time,fsdp,fsdp_k",
+        help="time (time and memory on one process), fsdp, fsdp_k, fsdp_no_sync, tied",
     )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
@@ -193,6 +244,22 @@ def main() -> None:
             },
         }
         print(json.dumps(results["fsdp_by_passes"]), flush=True)
+    if "fsdp_no_sync" in parts:
+        results["fsdp_no_sync"] = []
+        for ref, shape, batch in NO_SYNC_RUNS:
+            for param_dtype in (None, "bf16"):
+                row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "processes": 2}
+                row["micro_batches"] = K
+                row["memory"] = fsdp_no_sync_memory(ref, shape, batch, param_dtype)
+                print(json.dumps(row), flush=True)
+                results["fsdp_no_sync"].append(row)
+    if "tied" in parts:
+        results["tied"] = []
+        for ref, shape, batch in TIED_RUNS:
+            row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "micro_batches": K}
+            row["memory"] = memory(ref, shape, batch)
+            print(json.dumps(row), flush=True)
+            results["tied"].append(row)
     results["meta"] = {
         "threads": 1,
         "optimizer_timed": "adamw",

@@ -29,7 +29,7 @@ workspace), three moments can set its peak (:attr:`MemoryEstimate.phases_mb`):
   30% high;
 - its end, where a weight registered twice (an embedding tied to the output layer: GPT-2, BERT) has its two
   gradients summed: three gradient-sized tensors for a moment where the step keeps one (autograd's buffer of the
-  two inputs and their sum);
+  two inputs and their sum; accumulating, four: the sum is then added into the gradient held since the first pass);
 - the optimizer update, after the activations are freed, where Adam and AdamW as a GPU runs them (torch's default
   ``foreach`` implementation) hold the square roots of all second moments at once, a copy of the weights' size
   (:data:`_UPDATE_TEMPORARIES`).
