@@ -113,8 +113,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=1,
         metavar="K",
         help="sum the gradients of K micro-batches of --batch-size before each optimizer update: the iteration is "
-        "the update's (K passes, one update, DDP's all-reduce once, FSDP's collectives every pass; composed, not "
-        "learned), and the memory estimate "
+        "the update's (K passes, one update, DDP's all-reduce once, FSDP's collectives every pass, or with "
+        "--fsdp-no-sync its gathers alone before the last; composed, not learned), and the memory estimate "
         "holds every gradient through the later passes",
     )
     parser.add_argument(
