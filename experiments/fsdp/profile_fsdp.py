@@ -15,6 +15,12 @@ each), against the estimate and beside the same sharding with the default policy
 ``fully_shard(reshard_after_forward=False)``, the same way.
 
     .venv/bin/python experiments/fsdp/profile_fsdp.py --no-reshard --out experiments/fsdp/results_no_reshard.json
+
+``--shard-devices 2``: hybrid sharding (HSDP, ``fully_shard`` over a 2-D mesh), the runs of ``HYBRID_RUNS`` on four
+processes as two replicas of two shards (``training_memory(..., fsdp_policy=FsdpPolicy(shard_devices=2))``), beside
+the estimate of the same four processes fully sharded.
+
+    .venv/bin/python experiments/fsdp/profile_fsdp.py --shard-devices 2 --out experiments/fsdp/results_hybrid.json
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ POLICY_RUNS = [
     (LLAMA, (256,), 4, 2), (LLAMA, (64,), 1, 2), (GPT2, (256,), 4, 2), (GPT2, (64,), 1, 2),
     ("timm:vit_small_patch16_224", (3, 224, 224), 8, 2), (T5, (64,), 4, 2),
 ]  # fmt: skip
+HYBRID_RUNS = [(LLAMA, (256,), 4, 4), (LLAMA, (64,), 1, 4), (GPT2, (256,), 4, 4), (GPT2, (64,), 1, 4)]
 
 
 def main() -> None:
@@ -68,16 +75,21 @@ def main() -> None:
         "--param-dtype", choices=["bf16", "fp16"], help="FSDP2's mixed precision (POLICY_RUNS)"
     )
     parser.add_argument("--no-reshard", action="store_true", help="reshard_after_forward=False (POLICY_RUNS)")
+    parser.add_argument(
+        "--shard-devices", type=int, help="hybrid sharding over groups of this many (HYBRID_RUNS)"
+    )
     args = parser.parse_args()
     mixed = args.param_dtype
-    policy = FsdpPolicy(mixed, reshard_after_forward=not args.no_reshard)
+    policy = FsdpPolicy(mixed, reshard_after_forward=not args.no_reshard, shard_devices=args.shard_devices)
     # what the estimate is set beside: unsharded, or the same sharding without the policy's one change (both: neither)
     other = {(None, True): "unsharded", (mixed, True): "fp32_passes", (None, False): "resharded"}.get(
         (mixed, policy.reshard_after_forward), "default_policy"
     )
+    other = "fully_sharded" if args.shard_devices else other
+    runs = HYBRID_RUNS if args.shard_devices else POLICY_RUNS if policy != DEFAULT_POLICY else RUNS
 
     rows = []
-    for ref, shape, batch, n in POLICY_RUNS if policy != DEFAULT_POLICY else RUNS:
+    for ref, shape, batch, n in runs:
         try:
             live = fsdp_live_peak_mb(
                 ref,
@@ -87,6 +99,7 @@ def main() -> None:
                 attempts=10,
                 param_dtype=mixed,
                 reshard_after_forward=policy.reshard_after_forward,
+                shard_devices=args.shard_devices,
             )
         except RuntimeError as e:  # the profiler's own check failed on every run
             rows.append({"model": ref, "input_shape": list(shape), "batch_size": batch, "processes": n})
@@ -120,6 +133,7 @@ def main() -> None:
         f" (MixedPrecisionPolicy(param_dtype={mixed}, reduce_dtype=fp32))" if mixed else ""
     )
     what += " (reshard_after_forward=False)" * (not policy.reshard_after_forward)
+    what += f" (hybrid: shards of {args.shard_devices} devices)" * bool(args.shard_devices)
     args.out.write_text(json.dumps({"what": what, "rows": rows}, indent=1) + "\n")
 
 

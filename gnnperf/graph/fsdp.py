@@ -25,11 +25,15 @@ class FsdpPolicy:
         sync_every_pass: False, with gradient accumulation: ``set_requires_gradient_sync(False)`` for every pass but
             the last, so the gradients are kept whole (in the reduce type) and summed on each device, and
             reduce-scattered once, in the last pass (FSDP1's ``no_sync``).
+        shard_devices: hybrid sharding (HSDP: ``fully_shard`` over a 2-D mesh, replicas x shard): the weights,
+            gradients and optimizer state sharded over groups of this many devices and replicated across the groups,
+            which all-reduce their gradient shards; None: sharded over every device.
     """
 
     param_dtype: str | None = None
     reshard_after_forward: bool = True
     sync_every_pass: bool = True
+    shard_devices: int | None = None
 
 
 DEFAULT_POLICY = (

@@ -202,7 +202,8 @@ def training_memory(
     ``param_dtype`` (:class:`FsdpPolicy`), FSDP2's mixed precision over an fp32 model: the trace runs in that type,
     the shards (weights, gradients, optimizer state) are fp32, and the gradients are cast to fp32 for their
     reduce-scatter; without ``reshard_after_forward``, the blocks' weights stay gathered until their backward pass;
-    without ``sync_every_pass``, accumulated gradients are whole until the last pass. The model runs on the ``meta``
+    without ``sync_every_pass``, accumulated gradients are whole until the last pass; with ``shard_devices``, sharded
+    over groups of that many devices (hybrid, HSDP). The model runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
     global attention) on ``meta`` with its integer inputs' values (:mod:`gnnperf.graph.input_values`); none
@@ -243,7 +244,8 @@ def training_memory(
             f"{spec.ref}: memory not estimated, the shape-only traces failed ({'; '.join(failures)})"
         )
     trace, gradient_bytes = traced.trace, traced.gradient_bytes
-    n = workload.num_devices if fsdp else 1  # the weights, their gradients and optimizer state sharded n ways
+    # the weights, their gradients and optimizer state sharded n ways (hybrid: over a group, replicated across groups)
+    n = (fsdp_policy.shard_devices or workload.num_devices) if fsdp else 1
     # a shard's bytes per traced byte: fp32 shards of the passes' fp16/bf16 weights with FSDP's mixed precision
     shard = (2 if mixed else 1) / n
     grad_mb = sum(gradient_bytes.values()) / _MB

@@ -129,6 +129,7 @@ def fsdp_live_peak_mb(
     param_dtype: str | None = None,
     reshard_after_forward: bool = True,
     sync_every_pass: bool = True,
+    shard_devices: int | None = None,
 ) -> dict[str, float]:
     """:func:`live_peak_mb` of the first of ``processes`` CPU processes (``torchrun``, gloo) training ``ref``
     sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.fsdp.FsdpShards` assumes (each repeated
@@ -139,7 +140,8 @@ def fsdp_live_peak_mb(
     :func:`live_peak_mb`'s (the gradients reduce-scattered after every pass, FSDP2's default). ``param_dtype``
     (``bf16``, ``fp16``): FSDP2's ``MixedPrecisionPolicy(param_dtype=..., reduce_dtype=torch.float32)``, the passes
     in that type over fp32 shards, the loss in fp32. ``reshard_after_forward``: ``fully_shard``'s, for the blocks.
-    ``sync_every_pass`` False: ``set_requires_gradient_sync(False)`` for every pass but the last.
+    ``sync_every_pass`` False: ``set_requires_gradient_sync(False)`` for every pass but the last. ``shard_devices``:
+    hybrid sharding, ``fully_shard`` over a 2-D mesh of ``processes / shard_devices`` replicas x ``shard_devices``.
 
     Raises:
         RuntimeError: every run failed (the last one's error output).
@@ -158,6 +160,7 @@ def fsdp_live_peak_mb(
             param_dtype or "-",
             str(int(reshard_after_forward)),
             str(int(sync_every_pass)),
+            str(shard_devices or processes),
         ]
         for _ in range(attempts):
             done = subprocess.run(
@@ -177,9 +180,11 @@ def _fsdp_process(
     param_dtype: str | None,
     reshard: bool,
     sync_every_pass: bool,
+    shard_devices: int,
 ) -> None:
     """One process of :func:`fsdp_live_peak_mb`'s run; the first writes its live tensors at their most to ``out``."""
     import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
     from gnnperf.graph.checkpointing import checkpoint_blocks
@@ -191,9 +196,15 @@ def _fsdp_process(
     model = spec.build()
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(param_dtype)
     policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
+    replicas = dist.get_world_size() // shard_devices
+    # hybrid: replicas x shards (FSDP2's HSDP); one dimension: sharded over every process
+    shape, names = (
+        ((replicas, shard_devices), ("replicate", "shard")) if replicas > 1 else ((shard_devices,), None)
+    )
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
     for _, block in checkpoint_blocks(model):
-        fully_shard(block, mp_policy=policy, reshard_after_forward=reshard)
-    fully_shard(model, mp_policy=policy)
+        fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     first = dist.get_rank() == 0
     inputs = spec.make_inputs(batch, input_shape)
     # False: the gradients kept whole and summed until the last pass, which reduce-scatters them
@@ -210,4 +221,5 @@ if __name__ == "__main__":  # a process of fsdp_live_peak_mb's run
     _fsdp_process(
         sys.argv[1], tuple(int(v) for v in sys.argv[2].split(",")), int(sys.argv[3]), Path(sys.argv[4]),
         int(sys.argv[5]), None if sys.argv[6] == "-" else sys.argv[6], sys.argv[7] == "1", sys.argv[8] == "1",
+        int(sys.argv[9]),
     )  # fmt: skip

@@ -67,7 +67,7 @@ def accumulation_row(
     )  # else the gradients whole, reduce-scattered in the last pass
     # the gradients in the reduce type (fp32 under autocast or FSDP's mixed precision), a shard each where synced
     add_bytes = ADD_TENSORS * num_params * GRAD_BYTES.get(row["precision"], 4)
-    add_bytes /= row["num_devices"] if sharded and synced else 1
+    add_bytes /= sharded["shard_devices"] if sharded and synced else 1
     add_ms = add_bytes / (bandwidth * 1e9) * 1e3 if bandwidth else 0.0
     collectives = sharded.get("exposed_ms" if synced else "unsynced_pass_exposed_ms", 0.0)
     extra = (micro_batches - 1) * (pass_ms + recompute + collectives + add_ms)

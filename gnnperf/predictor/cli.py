@@ -83,6 +83,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "communication, more memory)",
     )
     parser.add_argument(
+        "--fsdp-shard-devices",
+        type=int,
+        metavar="S",
+        help="with --parallel fsdp: hybrid sharding (HSDP, fully_shard over a 2-D mesh): sharded over groups of S "
+        "devices (such as one machine's) and replicated across the groups, which all-reduce their gradient shards",
+    )
+    parser.add_argument(
         "--gpus-per-machine",
         type=int,
         default=8,
@@ -251,6 +258,7 @@ def run(args: argparse.Namespace) -> int:
             fsdp_param_dtype=args.fsdp_param_dtype,
             fsdp_reshard_after_forward=not args.fsdp_no_reshard,
             fsdp_sync_every_pass=not args.fsdp_no_sync,
+            fsdp_shard_devices=args.fsdp_shard_devices,
             gpus_per_machine=args.gpus_per_machine,
             network=args.network,
         )

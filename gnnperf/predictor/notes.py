@@ -119,6 +119,11 @@ def _fsdp_note(row: dict, one: bool) -> str:
         how += f"; mixed precision: the passes and the gathers in {f['param_dtype']}, fp32 shards and reduce-scatter"
     if not f.get("reshard_after_forward", True):
         how += "; the blocks' weights kept from the forward pass to the backward pass (one all-gather)"
+    if f.get("replicas", 1) > 1:
+        how += (
+            f"; hybrid: sharded over groups of {f['shard_devices']}, replicated {f['replicas']} times, the gradient "
+            f"shards all-reduced across them ({f['replicate_allreduce_ms']:.2f} ms at {f['replicate_gbs']:.0f} GB/s)"
+        )
     if not f.get("sync_every_pass", True):
         how += "; the micro-batches before the last keep the gradients whole, reduce-scattered once"
     ring = (

@@ -169,6 +169,25 @@ def collective_gbs(
     return (network, "network") if network is not None and network < gbs else (gbs, "link")
 
 
+def replicate_gbs(spec: HardwareSpec, shard: int, num_devices: int, cluster: Cluster) -> tuple[float, str]:
+    """The bus bandwidth of hybrid sharding's all-reduce of the gradient shards across its replicas (groups of
+    ``shard`` devices among ``num_devices``) and what bounds it, ``link`` or ``network``.
+
+    Each of the ``shard`` rings joins the devices holding one shard, a device in each group. Inside one machine they
+    run over the GPUs' link (:func:`collective_gbs`). Across machines every ring leaves each machine, and the rings of
+    a machine's ``min(shard, gpus_per_machine)`` shard indices share its NICs (:func:`network_gbs`): each gets that
+    share of them (one 400 Gb/s NIC per GPU of eight: 45 GB/s), and no more than the GPUs' link.
+    """
+    spans = cluster.machines(num_devices) > 1 and cluster.network is not None
+    if not spans:
+        return collective_gbs(spec, num_devices, Cluster(cluster.gpus_per_machine), "a hybrid sharded")
+    share = network_gbs(cluster.network) / min(shard, cluster.gpus_per_machine)
+    if cluster.gpus_per_machine == 1:
+        return share, "network"
+    link, _ = collective_gbs(spec, 1, Cluster(), "a hybrid sharded")
+    return (share, "network") if share < link else (link, "link")
+
+
 def allreduce_ms(nbytes: float, num_devices: int, gbs: float) -> float:
     """A ring all-reduce of ``nbytes`` over ``num_devices`` GPUs whose all-reduce bus bandwidth is ``gbs``."""
     return 2 * (num_devices - 1) / num_devices * nbytes / (gbs * 1e9) * 1e3
@@ -213,6 +232,8 @@ class FsdpStep:
     sharded_update_ms: float = 0.0  # what updating a shard saves, at least, of the step's optimizer update
     # a pass that does not reduce-scatter (accumulating without syncing every pass): its gathers not hidden
     unsynced_exposed_ms: float = 0.0
+    # hybrid sharding: the all-reduce of the gradient shards across the replicas, after the reduce-scatter
+    replicate_ms: float = 0.0
 
     @property
     def iteration_ms(self) -> float:
@@ -229,6 +250,8 @@ def fsdp_step(
     param_dtype: str | None = None,
     shard_update_ms: float | None = None,
     gathers: int = 2,
+    replicas: int = 1,
+    replicate_gbs: float = 0.0,
 ) -> FsdpStep:
     """The FSDP iteration of a step of ``step_ms`` on one device (:class:`gnnperf.graph.fsdp.FsdpShards`), its
     collectives at a bus bandwidth of ``gbs`` (:func:`collective_gbs`).
@@ -242,17 +265,22 @@ def fsdp_step(
     passes in that type over shards of ``precision``, the gradients reduced in it) the weights are gathered in
     ``param_dtype`` and the step's update (``update_ms``, in ``param_dtype``) becomes ``shard_update_ms`` (the
     update of ``precision``'s weights) on a shard. ``gathers``: 1 where the blocks keep their weights from the
-    forward pass to the backward pass (no resharding after the forward pass). Left out: the first unit's gather and the last
-    reduce-scatter, which nothing hides (one unit's weights each), and the collectives' per-call latency.
+    forward pass to the backward pass (no resharding after the forward pass). Hybrid sharding (``num_devices`` a group
+    of ``replicas``): the backward pass hides each gradient shard's all-reduce across the replicas too, at
+    ``replicate_gbs`` (:func:`replicate_gbs`). Left out: the first unit's gather and the last reduce-scatter (and
+    all-reduce), which nothing hides (one unit's weights each), and the collectives' per-call latency.
     """
     gather = allreduce_ms(num_params * GRAD_BYTES.get(param_dtype or precision, 4), num_devices, gbs) / 2
-    reduce = allreduce_ms(num_params * GRAD_BYTES.get(precision, 4), num_devices, gbs) / 2
+    nbytes = num_params * GRAD_BYTES.get(precision, 4)
+    reduce = allreduce_ms(nbytes, num_devices, gbs) / 2
+    replicate = allreduce_ms(nbytes / num_devices, replicas, replicate_gbs) if replicas > 1 else 0.0
     backward = BACKWARD_SHARE * step_ms
     forward = max(gather - (step_ms - backward), 0.0)
-    exposed = forward + max((gathers - 1) * gather + reduce - backward, 0.0)
+    exposed = forward + max((gathers - 1) * gather + reduce + replicate - backward, 0.0)
     unsynced = forward + max((gathers - 1) * gather - backward, 0.0)
     shard = update_ms if shard_update_ms is None else shard_update_ms
-    return FsdpStep(step_ms, gather, reduce, exposed, gbs, update_ms - shard / num_devices, unsynced)
+    saves = update_ms - shard / num_devices
+    return FsdpStep(step_ms, gather, reduce, exposed, gbs, saves, unsynced, replicate)
 
 
 def parallel_row(
@@ -275,8 +303,10 @@ def parallel_row(
     if num_devices == 1 or "bwd" not in row["timed"]:  # nothing to all-reduce or shard, so no link needed
         return fields
     estimate = "a DistributedDataParallel" if parallel == "ddp" else "a fully sharded"
-    gbs, bound = collective_gbs(spec, num_devices, cluster, estimate)
-    args = (row["iteration_time_ms"], num_params, row["precision"], num_devices, gbs)
+    # fully sharded: over every device, or (hybrid) over groups of shard_devices, replicated across them
+    shard = (policy.shard_devices if policy else None) or num_devices if parallel == "fsdp" else num_devices
+    gbs, bound = collective_gbs(spec, shard, cluster, estimate)
+    args = (row["iteration_time_ms"], num_params, row["precision"], shard, gbs)
     step: DdpStep | FsdpStep
     if parallel == "ddp":
         step = ddp_step(*args)
@@ -297,14 +327,23 @@ def parallel_row(
         # the shards are in the row's precision; the predicted step's own update is in the passes' type
         shards = row["precision"]
         param_dtype = policy.param_dtype if policy else None
+        replicas = num_devices // shard
+        across = replicate_gbs(spec, shard, num_devices, cluster) if replicas > 1 else (0.0, None)
         step = fsdp_step(
             *args,
             update_ms=update(param_dtype or shards),
             param_dtype=param_dtype,
             shard_update_ms=update(shards),
             gathers=2 if policy is None or policy.reshard_after_forward else 1,
+            replicas=replicas,
+            replicate_gbs=across[0],
         )
         parts = {
+            "shard_devices": shard,  # hybrid (HSDP): fewer than num_devices, replicated across the groups
+            "replicas": replicas,
+            "replicate_allreduce_ms": step.replicate_ms,
+            "replicate_gbs": across[0],
+            "replicate_bound": across[1],
             "all_gather_ms": step.gather_ms,
             "reduce_scatter_ms": step.reduce_scatter_ms,
             "exposed_ms": step.exposed_ms,

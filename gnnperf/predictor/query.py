@@ -32,6 +32,8 @@ class Query:
     pass (FSDP2 ``fully_shard(reshard_after_forward=False)``, one all-gather a step).
     ``fsdp_sync_every_pass`` False, with ``grad_accum`` > 1: FSDP2's ``set_requires_gradient_sync(False)`` for every
     micro-batch but the last, the gradients kept whole and reduce-scattered once (FSDP1's ``no_sync``).
+    ``fsdp_shard_devices``: hybrid sharding (HSDP), sharded over groups of that many devices (such as a machine's)
+    and replicated across the groups, which all-reduce their gradient shards.
     ``grad_accum`` > 1 sums the gradients of that many micro-batches of ``batch_size`` before each optimizer update:
     the iteration is the whole update's (:mod:`gnnperf.predictor.accumulation`, composed, not learned).
     ``gpus_per_machine`` GPUs share a machine's peer link; a DDP or FSDP job on more spans machines, whose collectives
@@ -57,6 +59,7 @@ class Query:
     fsdp_param_dtype: str | None = None
     fsdp_reshard_after_forward: bool = True
     fsdp_sync_every_pass: bool = True
+    fsdp_shard_devices: int | None = None
     gpus_per_machine: int = 8
     network: str | None = None
 
@@ -90,6 +93,17 @@ class Query:
         k = self.grad_accum
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise GnnperfError(f"bad grad_accum {k!r}: expected a positive number of micro-batches")
+        if (shard := self.fsdp_shard_devices) is not None and (
+            self.parallel != "fsdp"
+            or isinstance(shard, bool)
+            or not isinstance(shard, int)
+            or shard < 1
+            or (self.num_devices > shard and self.num_devices % shard)
+        ):
+            raise GnnperfError(
+                f"bad fsdp_shard_devices {shard!r}: hybrid sharding is --parallel fsdp over groups of devices that "
+                f"divide --num-devices ({self.num_devices})"
+            )
         if not self.fsdp_sync_every_pass and (self.parallel != "fsdp" or k == 1):
             raise GnnperfError(
                 "leaving the gradients unsynced until the last micro-batch is for fully sharded gradient "
@@ -114,7 +128,12 @@ class Query:
         """How fully sharded data parallel shards the blocks (its options as :class:`FsdpPolicy`)."""
         from gnnperf.graph.fsdp import FsdpPolicy
 
-        return FsdpPolicy(self.fsdp_param_dtype, self.fsdp_reshard_after_forward, self.fsdp_sync_every_pass)
+        # no more devices than a group: sharded over all of them
+        groups = self.fsdp_shard_devices is not None and self.num_devices > self.fsdp_shard_devices
+        shard = self.fsdp_shard_devices if groups else None
+        return FsdpPolicy(
+            self.fsdp_param_dtype, self.fsdp_reshard_after_forward, self.fsdp_sync_every_pass, shard
+        )
 
     @property
     def cluster(self) -> Cluster:

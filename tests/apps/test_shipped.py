@@ -686,6 +686,18 @@ def test_across_machines_the_collectives_run_at_the_slower_of_the_gpus_link_and_
         "network",
     )
 
+    # hybrid: sharded inside each machine, the gradient shards all-reduced across them over the network
+    (hybrid,) = predictor.predict(replace(sharded, fsdp_shard_devices=4))
+    h = hybrid["fsdp"]
+    assert (h["shard_devices"], h["replicas"], h["bandwidth_bound"], h["replicate_bound"]) == (
+        4,
+        4,
+        "link",
+        "network",
+    )
+    assert h["replicate_gbs"] == pytest.approx(25.0 / 4) and h["replicate_allreduce_ms"] > 0
+    assert predictor.memory(replace(sharded, fsdp_shard_devices=4))["fsdp"]["devices"] == 4
+
     args = ["predict", "timm:resnet50", "--hardware", "a100-sxm4-80gb", "--batch-size", "64", "--precision"]
     args += ["amp_fp16", "--parallel", "ddp", "--num-devices", "64"]
     assert main(args) == 0
@@ -696,6 +708,11 @@ def test_across_machines_the_collectives_run_at_the_slower_of_the_gpus_link_and_
     assert "nvlink3-600gbs and 1x100gbit at 11 GB/s" in out
     assert main([*args, "--network", "fast"]) == 2
     assert capsys.readouterr().err.count("bad network 'fast'") == 1
+    fsdp = [*args[:-4], "--parallel", "fsdp", "--num-devices", "64", "--fsdp-shard-devices", "8"]
+    assert main([*fsdp, "--network", "8x400gbit"]) == 0
+    assert "hybrid: sharded over groups of 8, replicated 8 times" in capsys.readouterr().out
+    assert main([*fsdp[:-1], "12"]) == 2
+    assert "bad fsdp_shard_devices 12" in capsys.readouterr().err
     assert main(args[:-4] + ["--num-devices", "16"]) == 2  # DataParallel, one process: one machine's GPUs
     assert "DataParallel runs in one process on one machine" in capsys.readouterr().err
 

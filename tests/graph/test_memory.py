@@ -433,6 +433,20 @@ def test_fsdp_mixed_precision_is_fp32_shards_and_the_passes_in_bf16():
 
 
 @SLOW
+def test_hybrid_sharding_holds_a_groups_shard_on_each_device():
+    """HSDP on four CPU processes, two replicas of two shards: each device holds what sharding over two does."""
+    ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
+    live_mb = sum(fsdp_live_peak_mb(ref, (128,), 4, 4, shard_devices=2).values())
+    workload = Workload(batch_size=4, input_shape=(128,), optimizer="sgd", num_devices=4)
+    hybrid = training_memory(ref, workload, parallel="fsdp", fsdp_policy=FsdpPolicy(shard_devices=2))
+    assert (
+        hybrid.fsdp.devices == 2
+        and hybrid.total_mb > training_memory(ref, workload, parallel="fsdp").total_mb
+    )
+    assert hybrid.total_mb - hybrid.workspace_mb == pytest.approx(live_mb, rel=0.025)
+
+
+@SLOW
 @pytest.mark.parametrize(
     ("batch", "param_dtype", "peak_at"),
     [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from gnnperf.errors import GnnperfError
@@ -18,6 +20,7 @@ from gnnperf.predictor.parallel import (
     fsdp_step,
     link_gbs,
     network_gbs,
+    replicate_gbs,
 )
 from gnnperf.predictor.query import Query
 
@@ -159,3 +162,39 @@ def test_dataparallel_is_one_machines_and_a_network_is_for_ddp_or_fsdp():
         Query("timm:resnet50", "a100-sxm4-80gb", 8, num_devices=4, network="8x400gbit")
     with pytest.raises(GnnperfError, match="bad gpus_per_machine -1"):
         Query("timm:resnet50", "a100-sxm4-80gb", 8, num_devices=4, parallel="ddp", gpus_per_machine=-1)
+
+
+def test_hybrid_sharding_all_reduces_the_gradient_shards_across_the_replicas_in_the_backward_pass():
+    params, gbs = 250_000_000, 300 * LINK_EFFICIENCY["nvlink"]
+    flat = fsdp_step(5.0, params, "amp_bf16", 8, gbs)
+    hybrid = fsdp_step(5.0, params, "amp_bf16", 8, gbs, replicas=4, replicate_gbs=45.0)
+    # a ring of 4 all-reduces an eighth of the fp32 gradients, hidden by the backward pass as far as it goes
+    assert hybrid.replicate_ms == pytest.approx(allreduce_ms(4 * params / 8, 4, 45.0))
+    assert hybrid.exposed_ms == pytest.approx(
+        flat.exposed_ms + hybrid.replicate_ms
+    )  # nothing left to hide it
+    assert (
+        hybrid.unsynced_exposed_ms == flat.unsynced_exposed_ms
+    )  # a pass that does not sync all-reduces nothing
+    long = fsdp_step(2000.0, params, "amp_bf16", 8, gbs, replicas=4, replicate_gbs=45.0)
+    assert long.exposed_ms == 0
+
+
+def test_the_replicas_rings_share_a_machines_nics_and_stay_on_the_link_inside_one():
+    a100 = load_table()["a100-sxm4-80gb"]
+    nvlink = 300 * LINK_EFFICIENCY["nvlink"]
+    # 8 machines of 8, a machine a group: each machine's 8 rings share its eight 400 Gb/s NICs
+    assert replicate_gbs(a100, 8, 64, Cluster(8, "8x400gbit")) == (pytest.approx(45.0), "network")
+    assert replicate_gbs(a100, 8, 64, Cluster(8, "3200gbs")) == (nvlink, "link")  # NICs faster than NVLink 3
+    assert replicate_gbs(a100, 2, 8, Cluster(8, "8x400gbit")) == (nvlink, "link")  # one machine: no network
+    assert replicate_gbs(a100, 4, 16, Cluster(8, "100gbs")) == (25.0, "network")  # 4 rings a machine
+    assert replicate_gbs(a100, 8, 64, Cluster(8)) == (nvlink, "link")  # no network given: not priced
+
+
+def test_hybrid_sharding_is_fsdp_over_groups_that_divide_the_devices():
+    q = Query("timm:resnet50", "a100-sxm4-80gb", 8, num_devices=16, parallel="fsdp", fsdp_shard_devices=8)
+    assert q.fsdp_policy.shard_devices == 8
+    assert replace(q, num_devices=8).fsdp_policy.shard_devices is None  # one group: fully sharded
+    for bad in ({"fsdp_shard_devices": 6}, {"fsdp_shard_devices": 0}, {"parallel": "ddp"}):
+        with pytest.raises(GnnperfError, match="hybrid sharding is --parallel fsdp over groups of devices"):
+            replace(q, **bad)
