@@ -62,9 +62,8 @@ def accumulation_row(
     recompute = FORWARD_SHARE * checkpointed.recompute_share * pass_ms if checkpointed else 0.0
     bandwidth = spec.mem_bandwidth_gbs or 0.0
     sharded = row.get("fsdp", {})
-    synced = sharded.get(
-        "sync_every_pass", True
-    )  # else the gradients whole, reduce-scattered in the last pass
+    # else the gradients whole until the last pass, which reduce-scatters them
+    synced = sharded.get("sync_every_pass", True)
     # the gradients in the reduce type (fp32 under autocast or FSDP's mixed precision), a shard each where synced
     add_bytes = ADD_TENSORS * num_params * GRAD_BYTES.get(row["precision"], 4)
     add_bytes /= sharded["shard_devices"] if sharded and synced else 1

@@ -7,7 +7,7 @@ import json
 import sys
 from dataclasses import replace
 
-from gnnperf.predictor.parallel import PARALLEL
+from gnnperf.predictor.parallel import GPUS_PER_MACHINE, PARALLEL
 from gnnperf.predictor.report import fastest_first, print_comparison, print_row
 
 MAX_COUNT = 2**31 - 1  # a batch size or device count beyond it is a typo (past 2**63 torch cannot hold it)
@@ -92,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gpus-per-machine",
         type=int,
-        default=8,
+        default=GPUS_PER_MACHINE,
         metavar="G",
         help="GPUs a machine holds, sharing its GPU-to-GPU link (default 8, an HGX/DGX board); --parallel ddp or "
         "fsdp on more devices spans machines",

@@ -72,8 +72,8 @@ GRAD_BYTES = {"fp16": 2, "bf16": 2, "fp64": 8}
 
 # The share of the NICs' line rate a ring all-reduce's bus bandwidth reaches across machines: an assumption, not a
 # measurement here. Published nccl-tests figures span a wide range for the same NICs: two H100 machines with eight
-# 400 Gb/s InfiniBand NICs each, 400-450 GB/s expected (saturncloud.io/blog/crusoe-nccl-cluster-validation; above
-# the ring's bound of 400 because NCCL runs trees on two machines, NVIDIA/nccl-tests#196), four machines with 200
+# 400 Gb/s InfiniBand NICs each, 400-450 GB/s expected (saturncloud.io/blog/crusoe-nccl-cluster-validation; up to
+# and above the NICs' 400 because NCCL runs trees on two machines, NVIDIA/nccl-tests#196), four machines with 200
 # GB/s of NICs 90 GB/s (NVIDIA/nccl#1168), two H200 NVL machines on four 400 Gb/s RoCE NICs 35 GB/s
 # (kubernetes.recipes, nccl-all-reduce-perf-benchmark-multi-node). The fabric's set-up decides, so a measured bus
 # bandwidth (``--network 380gbs``) is the better input.
@@ -159,14 +159,23 @@ def collective_gbs(
     network = network_gbs(cluster.network) if spans else None
     if network is not None and cluster.gpus_per_machine == 1:  # one GPU a machine: no peer link in the ring
         return network, "network"
+    gbs = _link_bus_gbs(spec, estimate)
+    return (network, "network") if network is not None and network < gbs else (gbs, "link")
+
+
+def _link_bus_gbs(spec: HardwareSpec, estimate: str) -> float:
+    """The bus bandwidth NCCL reaches over ``spec``'s peer link (:data:`LINK_EFFICIENCY`).
+
+    Raises:
+        GnnperfError: the device's ``interconnect`` names no peer-link bandwidth, which ``estimate`` needs.
+    """
     link = link_gbs(spec.interconnect)
     if link is None:
         raise GnnperfError(
             f"{spec.name}: interconnect '{spec.interconnect}' gives no GPU-to-GPU bandwidth, which {estimate} "
             "estimate needs; give the device in a --hardware-file with one (such as nvlink3-600gbs or pcie4x16)"
         )
-    gbs = link[0] * LINK_EFFICIENCY[link[1]]
-    return (network, "network") if network is not None and network < gbs else (gbs, "link")
+    return link[0] * LINK_EFFICIENCY[link[1]]
 
 
 def replicate_gbs(spec: HardwareSpec, shard: int, num_devices: int, cluster: Cluster) -> tuple[float, str]:
@@ -179,12 +188,12 @@ def replicate_gbs(spec: HardwareSpec, shard: int, num_devices: int, cluster: Clu
     share of them (one 400 Gb/s NIC per GPU of eight: 45 GB/s), and no more than the GPUs' link.
     """
     spans = cluster.machines(num_devices) > 1 and cluster.network is not None
-    if not spans:
-        return collective_gbs(spec, num_devices, Cluster(cluster.gpus_per_machine), "a hybrid sharded")
+    if not spans:  # one machine, or a network not priced
+        return _link_bus_gbs(spec, "a hybrid sharded"), "link"
     share = network_gbs(cluster.network) / min(shard, cluster.gpus_per_machine)
     if cluster.gpus_per_machine == 1:
         return share, "network"
-    link, _ = collective_gbs(spec, 1, Cluster(), "a hybrid sharded")
+    link = _link_bus_gbs(spec, "a hybrid sharded")
     return (share, "network") if share < link else (link, "link")
 
 

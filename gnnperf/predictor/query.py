@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
+from gnnperf.predictor.parallel import GPUS_PER_MACHINE  # (no heavy imports)
+
 if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
     from gnnperf.graph.fsdp import FsdpPolicy
     from gnnperf.measure.workload import Workload
@@ -60,7 +62,7 @@ class Query:
     fsdp_reshard_after_forward: bool = True
     fsdp_sync_every_pass: bool = True
     fsdp_shard_devices: int | None = None
-    gpus_per_machine: int = 8
+    gpus_per_machine: int = GPUS_PER_MACHINE
     network: str | None = None
 
     def __post_init__(self) -> None:
