@@ -23,7 +23,7 @@ from torch import nn
 
 from gnnperf.measure.harness import TrainingLoss
 
-__all__ = ["LABELS", "fsdp_live_peak_mb", "inference_live_peak_mb", "live_peak_mb"]
+__all__ = ["LABELS", "ddp_live_peak_mb", "fsdp_live_peak_mb", "inference_live_peak_mb", "live_peak_mb"]
 
 # export_memory_timeline's columns after the first: torch.profiler._memory_profiler's categories in its plot order
 LABELS = (
@@ -47,6 +47,7 @@ def live_peak_mb(
     accumulate: int = 1,
     upcast: bool = False,
     before_pass: Callable[[bool], None] | None = None,
+    warmup: int = 1,
 ) -> dict[str, float]:
     """MB of live tensors by label (:data:`LABELS`) at the moment they add up to the most, in one CPU training step
     with the harness's loss, after a first step that creates the optimizer's state. ``optimizer``: made from the
@@ -56,7 +57,8 @@ def live_peak_mb(
     ``accumulate``: each step's gradients summed over that many forward and backward passes of ``inputs``.
     ``upcast``: the loss in fp32, as the harness computes it for an fp16 or bf16 model. ``before_pass``: called
     before each forward and backward pass with whether it is the step's last (FSDP2's
-    ``set_requires_gradient_sync``)."""
+    ``set_requires_gradient_sync``). ``warmup``: the unprofiled steps before (the first makes the optimizer's
+    state)."""
     model.train()
     params = list(model.parameters())
     opt = optimizer(params) if optimizer else torch.optim.SGD(params, lr=1e-3, momentum=0.9)
@@ -74,7 +76,8 @@ def live_peak_mb(
             value.backward()
         opt.step()
 
-    step()
+    for _ in range(warmup):
+        step()
     if not profiled:
         step()
         return {}
@@ -146,22 +149,53 @@ def fsdp_live_peak_mb(
     Raises:
         RuntimeError: every run failed (the last one's error output).
     """
+    options = [param_dtype or "-", str(int(reshard_after_forward)), str(shard_devices or processes)]
+    return _launch("fsdp", ref, input_shape, batch, processes, attempts, accumulate, sync_every_pass, options)
+
+
+def ddp_live_peak_mb(
+    ref: str,
+    input_shape: tuple[int, ...],
+    batch: int,
+    processes: int,
+    attempts: int = 5,
+    accumulate: int = 1,
+    sync_every_pass: bool = True,
+) -> dict[str, float]:
+    """:func:`fsdp_live_peak_mb` with ``torch.nn.parallel.DistributedDataParallel`` (its defaults: 25 MB buckets,
+    ``gradient_as_bucket_view=False``), profiled after two unprofiled steps (DDP rebuilds its buckets in the second);
+    ``sync_every_pass`` False: every pass but the last under ``no_sync``."""
+    return _launch("ddp", ref, input_shape, batch, processes, attempts, accumulate, sync_every_pass, [])
+
+
+def _launch(
+    parallel: str,
+    ref: str,
+    input_shape: tuple[int, ...],
+    batch: int,
+    processes: int,
+    attempts: int,
+    accumulate: int,
+    sync_every_pass: bool,
+    options: list[str],
+) -> dict[str, float]:
+    """Run :func:`_distributed_process` on ``processes`` CPU processes until one run's profile passes its check."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "live.json"
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={processes}"]
+        shape = ",".join(map(str, input_shape))
         cmd += [
             "-m",
             __name__,
+            parallel,
             ref,
-            ",".join(map(str, input_shape)),
+            shape,
             str(batch),
             str(out),
             str(accumulate),
-            param_dtype or "-",
-            str(int(reshard_after_forward)),
             str(int(sync_every_pass)),
-            str(shard_devices or processes),
         ]
+        cmd += options
         for _ in range(attempts):
             done = subprocess.run(
                 cmd, capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}
@@ -171,33 +205,65 @@ def fsdp_live_peak_mb(
     raise RuntimeError(f"{ref} on {processes} processes failed {attempts} times:\n{done.stderr[-3000:]}")
 
 
-def _fsdp_process(
+def _distributed_process(
+    parallel: str,
     ref: str,
     input_shape: tuple[int, ...],
     batch: int,
     out: Path,
     accumulate: int,
-    param_dtype: str | None,
-    reshard: bool,
     sync_every_pass: bool,
-    shard_devices: int,
+    options: list[str],
 ) -> None:
-    """One process of :func:`fsdp_live_peak_mb`'s run; the first writes its live tensors at their most to ``out``."""
+    """One process of :func:`fsdp_live_peak_mb`'s or :func:`ddp_live_peak_mb`'s run (``parallel``); the first writes
+    its live tensors at their most to ``out``."""
     import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    from gnnperf.graph.checkpointing import checkpoint_blocks
     from gnnperf.zoo.resolve import resolve
 
     dist.init_process_group("gloo")
     spec = resolve(ref)
     torch.manual_seed(0)
     model = spec.build()
+    if parallel == "ddp":
+        model = nn.parallel.DistributedDataParallel(model)
+        upcast, warmup = False, 2
+        # no_sync, pass by pass: the flag its context manager sets
+        sync = lambda last: setattr(model, "require_backward_grad_sync", last)  # noqa: E731
+    else:
+        param_dtype, reshard, shard_devices = options[0], options[1] == "1", int(options[2])
+        model = _fully_sharded(model, None if param_dtype == "-" else param_dtype, reshard, shard_devices)
+        upcast, warmup = param_dtype != "-", 1
+        sync = model.set_requires_gradient_sync
+    first = dist.get_rank() == 0
+    inputs = spec.make_inputs(batch, input_shape)
+    # False: the gradients kept whole and summed until the last pass, which reduces them
+    live = live_peak_mb(
+        model,
+        inputs,
+        profiled=first,
+        accumulate=accumulate,
+        upcast=upcast,
+        before_pass=None if sync_every_pass else sync,
+        warmup=warmup,
+    )
+    if first:
+        out.write_text(json.dumps(live))
+    dist.destroy_process_group()
+
+
+def _fully_sharded(model: nn.Module, param_dtype: str | None, reshard: bool, shard_devices: int) -> nn.Module:
+    """``model`` under FSDP2 as :class:`gnnperf.graph.fsdp.FsdpShards` assumes: each repeated block a unit, then the
+    root; over a 2-D mesh of replicas x ``shard_devices`` where that is fewer than the processes (hybrid)."""
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    from gnnperf.graph.checkpointing import checkpoint_blocks
+
     dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(param_dtype)
     policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
     replicas = dist.get_world_size() // shard_devices
-    # hybrid: replicas x shards (FSDP2's HSDP); one dimension: sharded over every process
     shape, names = (
         ((replicas, shard_devices), ("replicate", "shard")) if replicas > 1 else ((shard_devices,), None)
     )
@@ -205,21 +271,11 @@ def _fsdp_process(
     for _, block in checkpoint_blocks(model):
         fully_shard(block, mesh=mesh, mp_policy=policy, reshard_after_forward=reshard)
     fully_shard(model, mesh=mesh, mp_policy=policy)
-    first = dist.get_rank() == 0
-    inputs = spec.make_inputs(batch, input_shape)
-    # False: the gradients kept whole and summed until the last pass, which reduce-scatters them
-    sync = None if sync_every_pass else model.set_requires_gradient_sync
-    live = live_peak_mb(
-        model, inputs, profiled=first, accumulate=accumulate, upcast=dtype is not None, before_pass=sync
-    )
-    if first:
-        out.write_text(json.dumps(live))
-    dist.destroy_process_group()
+    return model
 
 
-if __name__ == "__main__":  # a process of fsdp_live_peak_mb's run
-    _fsdp_process(
-        sys.argv[1], tuple(int(v) for v in sys.argv[2].split(",")), int(sys.argv[3]), Path(sys.argv[4]),
-        int(sys.argv[5]), None if sys.argv[6] == "-" else sys.argv[6], sys.argv[7] == "1", sys.argv[8] == "1",
-        int(sys.argv[9]),
+if __name__ == "__main__":  # a process of fsdp_live_peak_mb's or ddp_live_peak_mb's run
+    _distributed_process(
+        sys.argv[1], sys.argv[2], tuple(int(v) for v in sys.argv[3].split(",")), int(sys.argv[4]), Path(sys.argv[5]),
+        int(sys.argv[6]), sys.argv[7] == "1", sys.argv[8:],
     )  # fmt: skip

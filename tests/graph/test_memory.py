@@ -17,7 +17,12 @@ from gnnperf.graph.inference_memory import inference_memory, largest_inference_b
 from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, largest_batch, training_memory
 from gnnperf.graph.saved import saved_activation_bytes, trace_saved
 from gnnperf.measure.harness import TrainingLoss
-from gnnperf.measure.live_tensors import fsdp_live_peak_mb, inference_live_peak_mb, live_peak_mb
+from gnnperf.measure.live_tensors import (
+    ddp_live_peak_mb,
+    fsdp_live_peak_mb,
+    inference_live_peak_mb,
+    live_peak_mb,
+)
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
@@ -430,6 +435,18 @@ def test_fsdp_mixed_precision_is_fp32_shards_and_the_passes_in_bf16():
     workload = Workload(batch_size=4, input_shape=(128,), optimizer="sgd", num_devices=2)
     estimate = training_memory(ref, workload, parallel="fsdp", fsdp_policy=FsdpPolicy("bf16"))
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.025)
+
+
+@pytest.mark.parametrize("accumulate", [1, pytest.param(3, marks=SLOW)])
+def test_ddp_holds_its_buckets_a_second_copy_of_the_gradients(accumulate):
+    """DistributedDataParallel on two CPU processes (its defaults: gradient_as_bucket_view=False); accumulated, every
+    pass but the last under no_sync."""
+    ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
+    live = ddp_live_peak_mb(ref, (32,), 1, 2, accumulate=accumulate, sync_every_pass=accumulate == 1)
+    workload = Workload(batch_size=1, input_shape=(32,), optimizer="sgd", num_devices=2)
+    estimate = training_memory(ref, workload, parallel="ddp", grad_accum=accumulate)
+    assert estimate.ddp_buckets_mb == estimate.gradients_mb > 0
+    assert estimate.total_mb - estimate.workspace_mb == pytest.approx(sum(live.values()), rel=0.025)
 
 
 @SLOW
