@@ -383,6 +383,9 @@ class Predictor:
                 row["breakdown_by_class"] = by_class(graph, ops_ms)
                 # the rest of the time is the readout's per-iteration overhead (and any fallback blend)
                 row["breakdown_all_ops_ms"] = float(ops_ms.sum())
+                # the network's step the ops are of: what is composed on it (collectives, recomputation, the
+                # accumulated passes) is the row's own
+                row["breakdown_step_ms"] = float(ms)
             factor = self.calibration.get(calibration_key(row)) if calibrated else None
             if factor is not None:
                 scale(row, factor)

@@ -56,8 +56,9 @@ def scale(row: dict, factor: float) -> None:
     row["interval_ms"] = [v * factor for v in row["interval_ms"]]
     for op in (*row.get("breakdown", []), *row.get("breakdown_by_class", [])):
         op["ms"] *= factor
-    if "breakdown_all_ops_ms" in row:
-        row["breakdown_all_ops_ms"] *= factor
+    for key in ("breakdown_all_ops_ms", "breakdown_step_ms"):
+        if key in row:
+            row[key] *= factor
 
 
 def transferred(row: dict, there: Mapping[str, Any], measured_ms: float) -> dict:

@@ -155,14 +155,15 @@ def print_row(row: dict) -> None:
         listed = sum(op["ms"] for op in row["breakdown"])
         others = row["breakdown_all_ops_ms"] - listed
         print(f"  {others:10.3f} ms  in the other ops of the graph")
-        print(
-            f"  {row['iteration_time_ms'] - row['breakdown_all_ops_ms']:10.3f} ms  not attributed to any op"
-        )
+        step = row["breakdown_step_ms"]
+        print(f"  {step - row['breakdown_all_ops_ms']:10.3f} ms  not attributed to any op")
+        if (composed := row["iteration_time_ms"] - step) > 1e-6:
+            print(f"  {composed:10.3f} ms  composed on the network's step of {step:.3f} ms (lines above)")
         classes = ", ".join(
-            f"{c['class']} {c['ms']:,.1f} ms ({c['ms'] / row['iteration_time_ms']:.0%}, {c['count']} ops)"
+            f"{c['class']} {c['ms']:,.1f} ms ({c['ms'] / step:.0%}, {c['count']} ops)"
             for c in row["breakdown_by_class"]
         )
-        print(f"  by op class: {classes}")
+        print(f"  by op class (of the step): {classes}")
 
 
 # Short names of a row's extrapolation flags for the comparison table, with what each means (printed once below it).

@@ -829,10 +829,16 @@ def test_gradient_accumulation_is_one_update_after_its_micro_batches_passes(caps
     with pytest.raises(GnnperfError, match="needs a training step"):
         replace(accumulated, mode="infer", optimizer=None)
 
+    # the ops are one pass's: the accumulated passes are composed on the network's step, not unattributed time
+    (broken,) = predictor.predict(accumulated, breakdown=2)
+    assert broken["breakdown_step_ms"] == pytest.approx(acc["one_pass_ms"])
+    assert broken["breakdown_all_ops_ms"] <= broken["breakdown_step_ms"] < broken["iteration_time_ms"]
+
     args = ["predict", ref, "--batch-size", "8", "--seq-len", "128", "--hardware", "a100-sxm4-80gb"]
-    assert (
-        main([*args, "--grad-accum", "4", "--num-devices", "4", "--parallel", "fsdp", "--fsdp-no-sync"]) == 0
-    )
+    assert main([*args, "--grad-accum", "4", "--breakdown", "2"]) == 0
+    assert "composed on the network's step of" in capsys.readouterr().out
+    no_sync = ["--grad-accum", "4", "--num-devices", "4", "--parallel", "fsdp", "--fsdp-no-sync"]
+    assert main([*args, *no_sync]) == 0
     assert "the micro-batches before the last keep the gradients whole" in capsys.readouterr().out
     assert main([*args, "--fsdp-no-sync"]) == 2
     assert "--parallel fsdp and --grad-accum K > 1" in capsys.readouterr().err
