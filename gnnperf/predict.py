@@ -210,6 +210,7 @@ class Predictor:
                 query.activation_checkpointing,
                 query.grad_accum,
                 query.fsdp_policy,
+                query.ddp_bucket_view,
             )
         return memory
 

@@ -9,6 +9,10 @@ step (:func:`gnnperf.measure.live_tensors.ddp_live_peak_mb`; DDP rebuilds its bu
 accumulated runs sum 4 passes' gradients with every pass but the last under ``no_sync``.
 
     .venv/bin/python experiments/ddp/profile_memory.py --out experiments/ddp/results_memory.json
+
+``--bucket-view``: ``gradient_as_bucket_view=True`` (``--ddp-bucket-view``), the gradients views into the buckets.
+
+    .venv/bin/python experiments/ddp/profile_memory.py --bucket-view --out experiments/ddp/results_memory_bucket_view.json
 """
 
 from __future__ import annotations
@@ -41,19 +45,23 @@ RUNS = [
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--bucket-view", action="store_true", help="gradient_as_bucket_view=True")
     args = parser.parse_args()
+    view = args.bucket_view
     rows = []
     for ref, shape, batch, k in RUNS:
         row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "processes": 2, "passes": k}
         try:
-            live = ddp_live_peak_mb(ref, shape, batch, 2, attempts=10, accumulate=k, sync_every_pass=k == 1)
+            live = ddp_live_peak_mb(
+                ref, shape, batch, 2, attempts=10, accumulate=k, sync_every_pass=k == 1, bucket_view=view
+            )
         except RuntimeError as e:  # the profiler's own check failed on every run
             row["failed"] = str(e).splitlines()[0]
             print(row["failed"], flush=True)
             rows.append(row)
             continue
         workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd", num_devices=2)
-        estimate = training_memory(ref, workload, parallel="ddp", grad_accum=k)
+        estimate = training_memory(ref, workload, parallel="ddp", grad_accum=k, ddp_bucket_view=view)
         live_mb = sum(live.values())
         est_mb = estimate.total_mb - estimate.workspace_mb
         row |= {
@@ -67,7 +75,8 @@ def main() -> None:
         }
         print(json.dumps({k: v for k, v in row.items() if k != "peak_live_mb"}), flush=True)
         rows.append(row)
-    args.out.write_text(json.dumps({"what": __doc__.splitlines()[0], "rows": rows}, indent=1) + "\n")
+    what = __doc__.splitlines()[0] + " (gradient_as_bucket_view=True)" * view
+    args.out.write_text(json.dumps({"what": what, "rows": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

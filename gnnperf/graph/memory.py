@@ -188,6 +188,7 @@ def training_memory(
     checkpointing: bool = False,
     grad_accum: int = 1,
     fsdp_policy: FsdpPolicy = DEFAULT_POLICY,
+    ddp_bucket_view: bool = False,
 ) -> MemoryEstimate:
     """Peak memory on one device of a training step of ``model_ref`` (see the module docstring).
 
@@ -203,7 +204,10 @@ def training_memory(
     the shards (weights, gradients, optimizer state) are fp32, and the gradients are cast to fp32 for their
     reduce-scatter; without ``reshard_after_forward``, the blocks' weights stay gathered until their backward pass;
     without ``sync_every_pass``, accumulated gradients are whole until the last pass; with ``shard_devices``, sharded
-    over groups of that many devices (hybrid, HSDP). The model runs on the ``meta``
+    over groups of that many devices (hybrid, HSDP). ``ddp_bucket_view``: DDP's ``gradient_as_bucket_view=True``, the
+    gradients views into its buckets, which hold them all from the start (as a later pass of an accumulated step
+    does), with no second copy (one pass: accumulating, DDP's ``no_sync`` makes them beside the buckets). The model
+    runs on the ``meta``
     device, else (code that reads a value, as transformers' mask checks do, skips the read for fake tensors)
     under a :class:`FakeTensorMode`, else (code that reads a value of its inputs: XLM's lengths, Longformer's
     global attention) on ``meta`` with its integer inputs' values (:mod:`gnnperf.graph.input_values`); none
@@ -260,10 +264,16 @@ def training_memory(
     )
     # accumulating into every weight's whole gradient, held from an earlier pass: a tied weight's two gradients' sum is
     # a third tensor (under FSDP's mixed precision the root's new bf16 gradients, FsdpShards.root_whole_mb)
-    summed_into_held = grad_accum > 1 and (not fsdp or not (fsdp_policy.sync_every_pass or mixed))
+    # DDP's gradients as views into its buckets: every gradient held from the start, each new one copied in; not
+    # accumulating under no_sync, where autograd makes the gradients beside the buckets, as without views (profiled)
+    bucket_view = ddp_bucket_view and parallel == "ddp" and workload.num_devices > 1 and grad_accum == 1
+    summed_into_held = (grad_accum > 1 or bucket_view) and (
+        not fsdp or not (fsdp_policy.sync_every_pass or mixed)
+    )
     at_once = activations
     if backward and shards is None:
-        at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing, accumulating=grad_accum > 1)
+        held_from_start = grad_accum > 1 or bucket_view
+        at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing, accumulating=held_from_start)
     elif backward and grad_accum > 1 and not fsdp_policy.sync_every_pass:
         # every gradient whole from the start, as unsharded (FsdpShards.unsynced_extra_bytes: fp32 under mixed)
         until = shards.until_done_bytes
@@ -287,7 +297,10 @@ def training_memory(
         optimizer_mb=grad_mb * shard * _OPTIMIZER_STATES[workload.optimizer] if updates else 0.0,
         activations_mb=activations / _MB,
         workspace_mb=WORKSPACE_MB,
-        ddp_buckets_mb=gradients_mb if parallel == "ddp" and workload.num_devices > 1 else 0.0,
+        # (as views, the buckets are the gradients)
+        ddp_buckets_mb=gradients_mb
+        if parallel == "ddp" and workload.num_devices > 1 and not bucket_view
+        else 0.0,
         checkpointing=checkpointed,
         update_mb=grad_mb * shard * _UPDATE_TEMPORARIES[workload.optimizer] if updates else 0.0,
         tied_gradients_mb=(3 if summed_into_held else 2) * traced.tied_mb if backward else 0.0,
@@ -305,6 +318,7 @@ def largest_batch(
     checkpointing: bool = False,
     grad_accum: int = 1,
     fsdp_policy: FsdpPolicy = DEFAULT_POLICY,
+    ddp_bucket_view: bool = False,
 ) -> int:
     """The largest per-device batch whose step fits in :data:`USABLE_SHARE` of ``memory_gb``; 0: not one sample.
 
@@ -320,7 +334,7 @@ def largest_batch(
     batch = workload.batch_size
 
     def at(b: int) -> MemoryEstimate:
-        how = (parallel, checkpointing, grad_accum, fsdp_policy)
+        how = (parallel, checkpointing, grad_accum, fsdp_policy, ddp_bucket_view)
         return training_memory(model_ref, replace(workload, batch_size=b), *how)
 
     at_batch = traced or at(batch)

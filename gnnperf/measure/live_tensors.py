@@ -161,11 +161,13 @@ def ddp_live_peak_mb(
     attempts: int = 5,
     accumulate: int = 1,
     sync_every_pass: bool = True,
+    bucket_view: bool = False,
 ) -> dict[str, float]:
-    """:func:`fsdp_live_peak_mb` with ``torch.nn.parallel.DistributedDataParallel`` (its defaults: 25 MB buckets,
-    ``gradient_as_bucket_view=False``), profiled after two unprofiled steps (DDP rebuilds its buckets in the second);
-    ``sync_every_pass`` False: every pass but the last under ``no_sync``."""
-    return _launch("ddp", ref, input_shape, batch, processes, attempts, accumulate, sync_every_pass, [])
+    """:func:`fsdp_live_peak_mb` with ``torch.nn.parallel.DistributedDataParallel`` (25 MB buckets), profiled after
+    two unprofiled steps (DDP rebuilds its buckets in the second); ``sync_every_pass`` False: every pass but the last
+    under ``no_sync``; ``bucket_view``: ``gradient_as_bucket_view``."""
+    options = [str(int(bucket_view))]
+    return _launch("ddp", ref, input_shape, batch, processes, attempts, accumulate, sync_every_pass, options)
 
 
 def _launch(
@@ -226,7 +228,7 @@ def _distributed_process(
     torch.manual_seed(0)
     model = spec.build()
     if parallel == "ddp":
-        model = nn.parallel.DistributedDataParallel(model)
+        model = nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=options[0] == "1")
         upcast, warmup = False, 2
         # no_sync, pass by pass: the flag its context manager sets
         sync = lambda last: setattr(model, "require_backward_grad_sync", last)  # noqa: E731

@@ -76,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "gathered from its forward pass to its backward pass (one all-gather a step, more memory)",
     )
     parser.add_argument(
+        "--ddp-bucket-view",
+        action="store_true",
+        help="with --parallel ddp: DistributedDataParallel(gradient_as_bucket_view=True), the gradients views into "
+        "its buckets, so no second copy of them in memory",
+    )
+    parser.add_argument(
         "--fsdp-no-sync",
         action="store_true",
         help="with --parallel fsdp and --grad-accum K: FSDP2 set_requires_gradient_sync(False) for the first K-1 "
@@ -259,6 +265,7 @@ def run(args: argparse.Namespace) -> int:
             fsdp_reshard_after_forward=not args.fsdp_no_reshard,
             fsdp_sync_every_pass=not args.fsdp_no_sync,
             fsdp_shard_devices=args.fsdp_shard_devices,
+            ddp_bucket_view=args.ddp_bucket_view,
             gpus_per_machine=args.gpus_per_machine,
             network=args.network,
         )

@@ -36,6 +36,7 @@ class Query:
     micro-batch but the last, the gradients kept whole and reduce-scattered once (FSDP1's ``no_sync``).
     ``fsdp_shard_devices``: hybrid sharding (HSDP), sharded over groups of that many devices (such as a machine's)
     and replicated across the groups, which all-reduce their gradient shards.
+    ``ddp_bucket_view``: DDP's ``gradient_as_bucket_view=True``, the gradients views into its buckets (no second copy).
     ``grad_accum`` > 1 sums the gradients of that many micro-batches of ``batch_size`` before each optimizer update:
     the iteration is the whole update's (:mod:`gnnperf.predictor.accumulation`, composed, not learned).
     ``gpus_per_machine`` GPUs share a machine's peer link; a DDP or FSDP job on more spans machines, whose collectives
@@ -62,6 +63,7 @@ class Query:
     fsdp_reshard_after_forward: bool = True
     fsdp_sync_every_pass: bool = True
     fsdp_shard_devices: int | None = None
+    ddp_bucket_view: bool = False
     gpus_per_machine: int = GPUS_PER_MACHINE
     network: str | None = None
 
@@ -95,6 +97,10 @@ class Query:
         k = self.grad_accum
         if isinstance(k, bool) or not isinstance(k, int) or k < 1:
             raise GnnperfError(f"bad grad_accum {k!r}: expected a positive number of micro-batches")
+        if self.ddp_bucket_view and self.parallel != "ddp":
+            raise GnnperfError(
+                "gradients as views into DDP's buckets are DistributedDataParallel's: --parallel ddp"
+            )
         if (shard := self.fsdp_shard_devices) is not None and (
             self.parallel != "fsdp"
             or isinstance(shard, bool)

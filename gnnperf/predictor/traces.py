@@ -41,6 +41,7 @@ class Traces:
             query.activation_checkpointing,
             min(query.grad_accum, 2),
             query.fsdp_policy,
+            query.ddp_bucket_view,
         )
         if key not in self._done:
             try:

@@ -632,6 +632,9 @@ def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(
     memory, single = predictor.memory(ddp), predictor.memory(one)
     assert memory["ddp_buckets_mb"] == single["gradients_mb"] > 0 and single["ddp_buckets_mb"] == 0
     assert memory["total_mb"] == pytest.approx(single["total_mb"] + single["gradients_mb"])
+    # as views into the buckets (gradient_as_bucket_view=True): no copy, every gradient held from the start
+    views = predictor.memory(replace(ddp, ddp_bucket_view=True))
+    assert views["ddp_buckets_mb"] == 0 and single["total_mb"] <= views["total_mb"] < memory["total_mb"]
 
     args = ["predict", "timm:resnet50", "--batch-size", "64", "--precision", "amp_fp16", "--num-devices", "4"]
     assert main([*args, "--hardware", "a100-pcie-80gb"]) == 0
@@ -640,6 +643,8 @@ def test_ddp_is_one_devices_predicted_step_plus_the_all_reduce_it_does_not_hide(
     out = capsys.readouterr().out
     assert "DistributedDataParallel: one device's predicted step" in out and "pcie4x16" in out
     assert "weights + DDP buckets + optimizer" in out
+    assert main([*args, "--hardware", "a100-pcie-80gb", "--parallel", "ddp", "--ddp-bucket-view"]) == 0
+    assert "DDP buckets" not in capsys.readouterr().out
     # a device whose entry gives no GPU-to-GPU bandwidth: one error line; left out of a ranking of every GPU
     assert main([*args, "--hardware", "gh200", "--parallel", "ddp"]) == 2
     assert "gh200: interconnect 'nvlink-c2c-900gbs' gives no GPU-to-GPU bandwidth" in capsys.readouterr().err

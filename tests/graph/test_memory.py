@@ -449,6 +449,18 @@ def test_ddp_holds_its_buckets_a_second_copy_of_the_gradients(accumulate):
     assert estimate.total_mb - estimate.workspace_mb == pytest.approx(sum(live.values()), rel=0.025)
 
 
+def test_ddp_gradients_as_bucket_views_are_held_from_the_start_without_a_copy():
+    """gradient_as_bucket_view=True at batch 1, where the gradients outweigh the activations: less than the copy."""
+    ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
+    live = ddp_live_peak_mb(ref, (32,), 1, 2, bucket_view=True)
+    workload = Workload(batch_size=1, input_shape=(32,), optimizer="sgd", num_devices=2)
+    views = training_memory(ref, workload, parallel="ddp", ddp_bucket_view=True)
+    assert (
+        views.ddp_buckets_mb == 0 and views.total_mb < training_memory(ref, workload, parallel="ddp").total_mb
+    )
+    assert views.total_mb - views.workspace_mb == pytest.approx(sum(live.values()), rel=0.025)
+
+
 @SLOW
 def test_hybrid_sharding_holds_a_groups_shard_on_each_device():
     """HSDP on four CPU processes, two replicas of two shards: each device holds what sharding over two does."""

@@ -191,6 +191,11 @@ def test_the_replicas_rings_share_a_machines_nics_and_stay_on_the_link_inside_on
     assert replicate_gbs(a100, 8, 64, Cluster(8)) == (nvlink, "link")  # no network given: not priced
 
 
+def test_gradients_as_bucket_views_are_ddps():
+    with pytest.raises(GnnperfError, match="views into DDP's buckets are DistributedDataParallel's"):
+        Query("timm:resnet50", "a100-sxm4-80gb", 8, num_devices=8, parallel="fsdp", ddp_bucket_view=True)
+
+
 def test_hybrid_sharding_is_fsdp_over_groups_that_divide_the_devices():
     q = Query("timm:resnet50", "a100-sxm4-80gb", 8, num_devices=16, parallel="fsdp", fsdp_shard_devices=8)
     assert q.fsdp_policy.shard_devices == 8
