@@ -13,6 +13,10 @@ accumulated runs sum 4 passes' gradients with every pass but the last under ``no
 ``--bucket-view``: ``gradient_as_bucket_view=True`` (``--ddp-bucket-view``), the gradients views into the buckets.
 
     .venv/bin/python experiments/ddp/profile_memory.py --bucket-view --out experiments/ddp/results_memory_bucket_view.json
+
+``--checkpointing``: the model library's activation checkpointing of the blocks (``--activation-checkpointing``).
+
+    .venv/bin/python experiments/ddp/profile_memory.py --checkpointing --out experiments/ddp/results_memory_checkpointing.json
 """
 
 from __future__ import annotations
@@ -46,14 +50,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--bucket-view", action="store_true", help="gradient_as_bucket_view=True")
+    parser.add_argument("--checkpointing", action="store_true", help="activation checkpointing")
     args = parser.parse_args()
-    view = args.bucket_view
+    view, ck = args.bucket_view, args.checkpointing
     rows = []
     for ref, shape, batch, k in RUNS:
         row = {"model": ref, "input_shape": list(shape), "batch_size": batch, "processes": 2, "passes": k}
         try:
             live = ddp_live_peak_mb(
-                ref, shape, batch, 2, attempts=10, accumulate=k, sync_every_pass=k == 1, bucket_view=view
+                ref,
+                shape,
+                batch,
+                2,
+                attempts=10,
+                accumulate=k,
+                sync_every_pass=k == 1,
+                bucket_view=view,
+                checkpointing=ck,
             )
         except RuntimeError as e:  # the profiler's own check failed on every run
             row["failed"] = str(e).splitlines()[0]
@@ -61,7 +74,9 @@ def main() -> None:
             rows.append(row)
             continue
         workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd", num_devices=2)
-        estimate = training_memory(ref, workload, parallel="ddp", grad_accum=k, ddp_bucket_view=view)
+        estimate = training_memory(
+            ref, workload, parallel="ddp", checkpointing=ck, grad_accum=k, ddp_bucket_view=view
+        )
         live_mb = sum(live.values())
         est_mb = estimate.total_mb - estimate.workspace_mb
         row |= {
@@ -75,7 +90,11 @@ def main() -> None:
         }
         print(json.dumps({k: v for k, v in row.items() if k != "peak_live_mb"}), flush=True)
         rows.append(row)
-    what = __doc__.splitlines()[0] + " (gradient_as_bucket_view=True)" * view
+    what = (
+        __doc__.splitlines()[0]
+        + " (gradient_as_bucket_view=True)" * view
+        + " (activation checkpointing)" * ck
+    )
     args.out.write_text(json.dumps({"what": what, "rows": rows}, indent=1) + "\n")
 
 

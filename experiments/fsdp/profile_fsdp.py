@@ -21,6 +21,11 @@ processes as two replicas of two shards (``training_memory(..., fsdp_policy=Fsdp
 the estimate of the same four processes fully sharded.
 
     .venv/bin/python experiments/fsdp/profile_fsdp.py --shard-devices 2 --out experiments/fsdp/results_hybrid.json
+
+``--checkpointing``: the blocks checkpointed by the model library before they are sharded (the usual LLM recipe), the
+runs of ``POLICY_RUNS``, against ``training_memory(..., checkpointing=True)`` and beside the estimate without it.
+
+    .venv/bin/python experiments/fsdp/profile_fsdp.py --checkpointing --out experiments/fsdp/results_checkpointing.json
 """
 
 from __future__ import annotations
@@ -78,6 +83,7 @@ def main() -> None:
     parser.add_argument(
         "--shard-devices", type=int, help="hybrid sharding over groups of this many (HYBRID_RUNS)"
     )
+    parser.add_argument("--checkpointing", action="store_true", help="activation checkpointing (POLICY_RUNS)")
     args = parser.parse_args()
     mixed = args.param_dtype
     policy = FsdpPolicy(mixed, reshard_after_forward=not args.no_reshard, shard_devices=args.shard_devices)
@@ -85,8 +91,9 @@ def main() -> None:
     other = {(None, True): "unsharded", (mixed, True): "fp32_passes", (None, False): "resharded"}.get(
         (mixed, policy.reshard_after_forward), "default_policy"
     )
-    other = "fully_sharded" if args.shard_devices else other
-    runs = HYBRID_RUNS if args.shard_devices else POLICY_RUNS if policy != DEFAULT_POLICY else RUNS
+    other = "fully_sharded" if args.shard_devices else "not_checkpointed" if args.checkpointing else other
+    changed = policy != DEFAULT_POLICY or args.checkpointing
+    runs = HYBRID_RUNS if args.shard_devices else POLICY_RUNS if changed else RUNS
 
     rows = []
     for ref, shape, batch, n in runs:
@@ -100,6 +107,7 @@ def main() -> None:
                 param_dtype=mixed,
                 reshard_after_forward=policy.reshard_after_forward,
                 shard_devices=args.shard_devices,
+                checkpointing=args.checkpointing,
             )
         except RuntimeError as e:  # the profiler's own check failed on every run
             rows.append({"model": ref, "input_shape": list(shape), "batch_size": batch, "processes": n})
@@ -107,7 +115,9 @@ def main() -> None:
             print(rows[-1]["failed"], flush=True)
             continue
         workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd", num_devices=n)
-        sharded = training_memory(ref, workload, parallel="fsdp", fsdp_policy=policy)
+        sharded = training_memory(
+            ref, workload, parallel="fsdp", checkpointing=args.checkpointing, fsdp_policy=policy
+        )
         # beside it: unsharded, or with another policy the same sharding with the default one
         whole = training_memory(ref, workload, parallel="dp" if other == "unsharded" else "fsdp")
         live_mb = sum(live.values())
@@ -134,6 +144,7 @@ def main() -> None:
     )
     what += " (reshard_after_forward=False)" * (not policy.reshard_after_forward)
     what += f" (hybrid: shards of {args.shard_devices} devices)" * bool(args.shard_devices)
+    what += " (activation checkpointing)" * args.checkpointing
     args.out.write_text(json.dumps({"what": what, "rows": rows}, indent=1) + "\n")
 
 

@@ -462,6 +462,19 @@ def test_ddp_gradients_as_bucket_views_are_held_from_the_start_without_a_copy():
 
 
 @SLOW
+@pytest.mark.parametrize("parallel", ["fsdp", "ddp"])
+def test_data_parallel_with_checkpointed_blocks_follows_the_profiler(parallel):
+    """The blocks checkpointed by the model library, then sharded (or wrapped in DDP), on two CPU processes."""
+    ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
+    profile = fsdp_live_peak_mb if parallel == "fsdp" else ddp_live_peak_mb
+    live_mb = sum(profile(ref, (128,), 4, 2, checkpointing=True).values())
+    workload = Workload(batch_size=4, input_shape=(128,), optimizer="sgd", num_devices=2)
+    estimate = training_memory(ref, workload, parallel=parallel, checkpointing=True)
+    assert estimate.total_mb < training_memory(ref, workload, parallel=parallel).total_mb
+    assert estimate.total_mb - estimate.workspace_mb == pytest.approx(live_mb, rel=0.025)
+
+
+@SLOW
 def test_hybrid_sharding_holds_a_groups_shard_on_each_device():
     """HSDP on four CPU processes, two replicas of two shards: each device holds what sharding over two does."""
     ref = LLAMA.format(2, 128, 256, 8_000) + "&class=LlamaForCausalLM"
