@@ -262,17 +262,16 @@ def training_memory(
     shards = (
         fsdp_shards(gradient_bytes, traced.block_weights, n, grad_accum > 1, fsdp_policy) if fsdp else None
     )
-    # accumulating into every weight's whole gradient, held from an earlier pass: a tied weight's two gradients' sum is
-    # a third tensor (under FSDP's mixed precision the root's new bf16 gradients, FsdpShards.root_whole_mb)
     # DDP's gradients as views into its buckets: every gradient held from the start, each new one copied in; not
     # accumulating under no_sync, where autograd makes the gradients beside the buckets, as without views (profiled)
     bucket_view = ddp_bucket_view and parallel == "ddp" and workload.num_devices > 1 and grad_accum == 1
-    summed_into_held = (grad_accum > 1 or bucket_view) and (
-        not fsdp or not (fsdp_policy.sync_every_pass or mixed)
-    )
+    # every weight's whole gradient held from the start (a later pass of an accumulated step, DDP's bucket views): a
+    # tied weight's two gradients' sum is a third tensor (sharded, only where the passes do not sync; under FSDP's
+    # mixed precision the root's new bf16 gradients instead, FsdpShards.root_whole_mb)
+    held_from_start = grad_accum > 1 or bucket_view
+    summed_into_held = held_from_start and (not fsdp or not (fsdp_policy.sync_every_pass or mixed))
     at_once = activations
     if backward and shards is None:
-        held_from_start = grad_accum > 1 or bucket_view
         at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing, accumulating=held_from_start)
     elif backward and grad_accum > 1 and not fsdp_policy.sync_every_pass:
         # every gradient whole from the start, as unsharded (FsdpShards.unsynced_extra_bytes: fp32 under mixed)
