@@ -101,9 +101,9 @@ def _machines(parts: dict) -> str:
             f"{spans}, whose network is not priced: only the GPUs' link is (give --network: the machines' NICs, such "
             "as 8x400gbit, or a measured all-reduce bus bandwidth, such as 380gbs)"
         )
-    bound = (
-        "which bounds the rings" if parts["bandwidth_bound"] == "network" else "faster than the GPUs' link"
-    )
+    # hybrid: the replicas' rings cross machines where a group's may not
+    crossing = {parts["bandwidth_bound"], parts.get("replicate_bound")}
+    bound = "which bounds the rings" if "network" in crossing else "faster than the GPUs' link"
     return f"{spans}, over a network of {parts['network']} ({bound})"
 
 
