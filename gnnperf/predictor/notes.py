@@ -88,6 +88,8 @@ def parallel_note(row: dict, one: bool = True) -> str:
 
 def _links(parts: dict) -> str:
     """What the rings of ``parts`` (a row's ``ddp`` or ``fsdp``) run over: the GPUs' link, and the network priced."""
+    if parts["network"] and parts["gpus_per_machine"] == 1:  # one GPU a machine: no peer link in the rings
+        return parts["network"]
     return parts["interconnect"] + (f" and {parts['network']}" if parts["network"] else "")
 
 

@@ -722,6 +722,10 @@ def test_across_machines_the_collectives_run_at_the_slower_of_the_gpus_link_and_
     )  # the replicas' 45 GB/s, not NVLink's
     assert main([*fsdp[:-1], "12"]) == 2
     assert "bad fsdp_shard_devices 12" in capsys.readouterr().err
+    # one GPU a machine (GH200 nodes, whose NVLink-C2C is no peer link): the network alone
+    gh200 = ["--hardware", "gh200", "--gpus-per-machine", "1", "--network", "1x400gbit"]
+    assert main([*args[:2], *args[4:], *gh200]) == 0
+    assert "a ring over 1x400gbit at 45 GB/s" in capsys.readouterr().out
     assert main(args[:-4] + ["--num-devices", "16"]) == 2  # DataParallel, one process: one machine's GPUs
     assert "DataParallel runs in one process on one machine" in capsys.readouterr().err
 
