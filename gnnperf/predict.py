@@ -180,7 +180,7 @@ class Predictor:
             GnnperfError: a model the shape-only trace cannot run, or an ONNX file (no PyTorch model to trace).
         """
         from gnnperf.graph.inference_memory import largest_inference_batch
-        from gnnperf.graph.memory import largest_batch
+        from gnnperf.graph.largest_batch import largest_batch
         from gnnperf.zoo.resolve import resolve_hf
 
         spec = self.spec(query.hardware, hardware_file)
@@ -206,11 +206,7 @@ class Predictor:
                 query.workload(query.input_shape or ()),
                 spec.memory_gb,
                 estimate,
-                query.parallel,
-                query.activation_checkpointing,
-                query.grad_accum,
-                query.fsdp_policy,
-                query.ddp_bucket_view,
+                *query.training_memory_options,
             )
         return memory
 

@@ -23,20 +23,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from gnnperf.graph.memory import training_memory
 from gnnperf.measure.live_tensors import ddp_live_peak_mb
 from gnnperf.measure.workload import Workload
 
-GPT2 = (
-    "hf:gpt2?class=GPT2LMHeadModel&n_layer=4&n_embd=512&n_head=8&vocab_size=32000&resid_pdrop=0&embd_pdrop=0"
-    "&attn_pdrop=0"
-)
-LLAMA = (
-    "hf:llama?class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
-    "&num_attention_heads=8&num_key_value_heads=8&vocab_size=32000"
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fsdp"))
+from profile_fsdp import GPT2, LLAMA  # noqa: E402 - the sharded runs' models, so the two studies compare
+
 # (reference, per-sample input shape, batch, passes): the peak at the backward pass's start (LLaMA at batch 4), the
 # gradients above the activations (batch 1), a tied embedding's sum (GPT-2 at batch 1), a ViT and a CNN; accumulated
 RUNS = [

@@ -144,6 +144,14 @@ class Query:
         )
 
     @property
+    def training_memory_options(self) -> tuple[str, bool, int, FsdpPolicy, bool]:
+        """What a training step's memory estimate takes beside the workload, in the order of
+        :func:`~gnnperf.graph.memory.training_memory`'s arguments after it (``grad_accum`` at most 2: every pass after
+        the first holds its gradients alike)."""
+        k = min(self.grad_accum, 2)
+        return (self.parallel, self.activation_checkpointing, k, self.fsdp_policy, self.ddp_bucket_view)
+
+    @property
     def cluster(self) -> Cluster:
         """The machines a job on several GPUs spans (``gpus_per_machine`` and ``network`` as :class:`Cluster`)."""
         from gnnperf.predictor.parallel import Cluster

@@ -33,16 +33,7 @@ class Traces:
         from gnnperf.graph.memory import training_memory
 
         workload = query.workload(query.input_shape or ())  # () is the model's default input
-        # every accumulated step holds its gradients alike, whatever the number of micro-batches
-        key = (
-            query.model,
-            workload,
-            query.parallel,
-            query.activation_checkpointing,
-            min(query.grad_accum, 2),
-            query.fsdp_policy,
-            query.ddp_bucket_view,
-        )
+        key = (query.model, workload, *query.training_memory_options)
         if key not in self._done:
             try:
                 self._done[key] = training_memory(query.model, workload, *key[2:])

@@ -14,7 +14,8 @@ from gnnperf.errors import GnnperfError
 from gnnperf.graph.checkpointing import library_checkpointing
 from gnnperf.graph.fsdp import FsdpPolicy
 from gnnperf.graph.inference_memory import inference_memory, largest_inference_batch
-from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, largest_batch, training_memory
+from gnnperf.graph.largest_batch import largest_batch
+from gnnperf.graph.memory import USABLE_SHARE, WORKSPACE_MB, training_memory
 from gnnperf.graph.saved import saved_activation_bytes, trace_saved
 from gnnperf.measure.harness import TrainingLoss
 from gnnperf.measure.live_tensors import (
