@@ -71,7 +71,7 @@ _PCIE_LANE_GBS = {3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 GRAD_BYTES = {"fp16": 2, "bf16": 2, "fp64": 8}
 
 # The share of the NICs' line rate a ring all-reduce's bus bandwidth reaches across machines: an assumption, not a
-# measurement here. Published nccl-tests figures span a wide range for the same NICs: two H100 machines with eight
+# measurement here. Published nccl-tests figures span a wide range for 400 Gb/s NICs: two H100 machines with eight
 # 400 Gb/s InfiniBand NICs each, 400-450 GB/s expected (saturncloud.io/blog/crusoe-nccl-cluster-validation; up to
 # and above the NICs' 400 because NCCL runs trees on two machines, NVIDIA/nccl-tests#196), four machines with 200
 # GB/s of NICs 90 GB/s (NVIDIA/nccl#1168), two H200 NVL machines on four 400 Gb/s RoCE NICs 35 GB/s
