@@ -142,25 +142,11 @@ def memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
 
 
 def fsdp_memory(ref: str, shape: tuple[int, ...], batch: int) -> dict:
+    workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd", num_devices=2)
     out = {}
     for k in (1, K):
-        workload = Workload(batch_size=batch, input_shape=shape, optimizer="sgd", num_devices=2)
         est = training_memory(ref, workload, parallel="fsdp", grad_accum=k)
-        live = []
-        for _ in range(FSDP_REPEATS):
-            try:
-                live.append(
-                    round(sum(fsdp_live_peak_mb(ref, shape, batch, 2, attempts=10, accumulate=k).values()), 1)
-                )
-            except RuntimeError as e:  # the profiler's own check failed on every run
-                print(f"{ref} x{k}: {str(e).splitlines()[0]}", flush=True)
-        estimate = est.total_mb - est.workspace_mb
-        out[f"k{k}"] = {
-            "live_mb": live,
-            "estimate_mb": round(estimate, 1),
-            "estimate_over_live": [round(estimate / v, 3) for v in live],
-            "peak_at": est.peak_at,
-        }
+        out[f"k{k}"] = _sharded_runs(ref, shape, batch, est, f"x{k}", accumulate=k)
     return out
 
 
@@ -169,30 +155,29 @@ def fsdp_no_sync_memory(ref: str, shape: tuple[int, ...], batch: int, param_dtyp
     how = {"parallel": "fsdp", "grad_accum": K}
     est = training_memory(ref, workload, **how, fsdp_policy=FsdpPolicy(param_dtype, sync_every_pass=False))
     synced = training_memory(ref, workload, **how, fsdp_policy=FsdpPolicy(param_dtype))
+    options = {"accumulate": K, "param_dtype": param_dtype, "sync_every_pass": False}
+    return {
+        "param_dtype": param_dtype,
+        **_sharded_runs(ref, shape, batch, est, "no sync", **options),
+        "syncing_every_pass_estimate_mb": round(synced.total_mb - synced.workspace_mb, 1),
+    }
+
+
+def _sharded_runs(ref: str, shape: tuple[int, ...], batch: int, est, label: str, **options) -> dict:
+    """``FSDP_REPEATS`` profiled runs on two processes (``fsdp_live_peak_mb(**options)``) beside the estimate."""
     live = []
     for _ in range(FSDP_REPEATS):
         try:
-            peak = fsdp_live_peak_mb(
-                ref,
-                shape,
-                batch,
-                2,
-                attempts=10,
-                accumulate=K,
-                param_dtype=param_dtype,
-                sync_every_pass=False,
-            )
+            peak = fsdp_live_peak_mb(ref, shape, batch, 2, attempts=10, **options)
             live.append(round(sum(peak.values()), 1))
         except RuntimeError as e:  # the profiler's own check failed on every run
-            print(f"{ref} no sync: {str(e).splitlines()[0]}", flush=True)
+            print(f"{ref} {label}: {str(e).splitlines()[0]}", flush=True)
     estimate = est.total_mb - est.workspace_mb
     return {
-        "param_dtype": param_dtype,
         "live_mb": live,
         "estimate_mb": round(estimate, 1),
         "estimate_over_live": [round(estimate / v, 3) for v in live],
         "peak_at": est.peak_at,
-        "syncing_every_pass_estimate_mb": round(synced.total_mb - synced.workspace_mb, 1),
     }
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from gnnperf.measure.harness import TrainingLoss
+from gnnperf.measure.harness import MODEL_DTYPE, TrainingLoss
 
 __all__ = ["LABELS", "ddp_live_peak_mb", "fsdp_live_peak_mb", "inference_live_peak_mb", "live_peak_mb"]
 
@@ -275,7 +275,7 @@ def _fully_sharded(model: nn.Module, param_dtype: str | None, reshard: bool, sha
 
     from gnnperf.graph.checkpointing import checkpoint_blocks
 
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(param_dtype)
+    dtype = MODEL_DTYPE.get(param_dtype)
     policy = MixedPrecisionPolicy(param_dtype=dtype, reduce_dtype=torch.float32 if dtype else None)
     replicas = dist.get_world_size() // shard_devices
     shape, names = (
