@@ -21,6 +21,7 @@ import onnx
 import torch
 
 from gnnperf.errors import GnnperfError
+from gnnperf.graph.meta_export import on_meta, trace_peak_bytes
 from gnnperf.graph.shape_only import register_symbolics, shape_only_kernels
 from gnnperf.zoo.resolve import ModelSpec
 
@@ -77,6 +78,10 @@ def _no_random_init():
     """
     names = ("uniform_", "normal_", "trunc_normal_", "kaiming_uniform_", "kaiming_normal_", "xavier_uniform_")
     names += ("xavier_normal_", "orthogonal_")
+    # transformers keeps torch's own trunc_normal_ and calls it; its body redraws normal_ (skipped here) until every
+    # value is in range, which never happens where the uninitialised memory holds values out of it (memory an earlier
+    # model used: a survey of 200 models hung there)
+    names += ("_no_grad_trunc_normal_",)
     saved_init = {n: getattr(torch.nn.init, n) for n in names}
     saved_tensor = {n: getattr(torch.Tensor, n) for n in ("uniform_", "normal_")}
 
@@ -207,12 +212,46 @@ def _dynamo(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.Model
     return program.model_proto
 
 
+def _past_positions(seq: int, spec: ModelSpec) -> str:
+    return f"the sequence length {seq} is past the config's max_position_embeddings {spec.max_positions}"
+
+
 def _run_eagerly(model: torch.nn.Module, args: tuple) -> None:
     """One forward before the dynamo exporter, which traces with fake tensors: an error that depends on values
     (a token position past the position table) would not stop it, and the graph would price a model that
     cannot run. TorchScript traces with the real inputs and stops there itself."""
     with torch.no_grad():
         model(*args)
+
+
+def _built(
+    spec: ModelSpec,
+    num_layers: int | None,
+    input_shape: tuple[int, ...],
+    export_batch: int,
+    on_meta: bool = False,
+) -> tuple[torch.nn.Module, tuple]:
+    """``spec`` built for export with random weights (in training mode), and its example inputs, on the meta
+    device with ``on_meta``."""
+    try:
+        with _no_random_init(), torch.device("meta") if on_meta else contextlib.nullcontext():
+            model = spec.build(num_layers, input_shape, graph=True)
+    except GnnperfError:
+        raise
+    except Exception as e:
+        raise GnnperfError(f"cannot build {spec.ref}: {type(e).__name__}: {_first_line(e)}") from None
+    model.train()
+    try:
+        args = spec.make_inputs(export_batch, input_shape, generator=torch.Generator().manual_seed(0))
+    except (RuntimeError, ValueError, MemoryError) as e:  # a negative or huge size (zoo:resnet?image_size=-1)
+        shape = ",".join(map(str, spec.input_shape(input_shape)))
+        raise GnnperfError(f"cannot make inputs of shape {shape} for {spec.ref}: {_first_line(e)}") from None
+    if on_meta:
+        args = tuple(a.to("meta") for a in args)
+    if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters()):
+        with torch.no_grad():  # lazy modules (nn.LazyLinear) get their shapes from a first forward
+            model(*args)
+    return model, args
 
 
 def export_model(
@@ -231,26 +270,30 @@ def export_model(
     """
     if exporter not in ("auto", *EXPORTERS):
         raise GnnperfError(f"unknown exporter '{exporter}'; choose auto, torchscript or dynamo")
-    _check_memory(spec, num_layers, input_shape)
-    try:
-        with _no_random_init():
-            model = spec.build(num_layers, input_shape, graph=True)
-    except GnnperfError:
-        raise
-    except Exception as e:
-        raise GnnperfError(f"cannot build {spec.ref}: {type(e).__name__}: {_first_line(e)}") from None
-    model.train()
-    try:
-        args = spec.make_inputs(export_batch, input_shape, generator=torch.Generator().manual_seed(0))
-    except (RuntimeError, ValueError, MemoryError) as e:  # a negative or huge size (zoo:resnet?image_size=-1)
-        shape = ",".join(map(str, spec.input_shape(input_shape)))
-        raise GnnperfError(f"cannot make inputs of shape {shape} for {spec.ref}: {_first_line(e)}") from None
-    if any(isinstance(p, torch.nn.parameter.UninitializedParameter) for p in model.parameters()):
-        with torch.no_grad():  # lazy modules (nn.LazyLinear) get their shapes from a first forward
-            model(*args)
+    shortfall = _memory_shortfall(spec, num_layers, input_shape, export_batch)
+    model, args = _built(spec, num_layers, input_shape, export_batch, on_meta=shortfall is not None)
     names = list(spec.input_names)
     # every name of a tied weight (GPT-2's lm_head and wte): the dynamo exporter may name it by either
     trainable = {n for n, _ in model.named_parameters(remove_duplicate=False)}
+    seq = spec.input_shape(input_shape)[0] if spec.input_kind == "tokens" else 0
+    # the usual cause of an embedding's IndexError
+    past_positions = spec.max_positions and seq > spec.max_positions
+    if shortfall is not None:
+        # which the meta device, reading no token position, would not catch: where the model has a position table
+        # (rotary positions have none), a row of it per position (OPT's and RoBERTa's two more)
+        tables = [m.num_embeddings for m in model.modules() if isinstance(m, torch.nn.Embedding)]
+        if past_positions and any(0 <= n - spec.max_positions <= 2 for n in tables):
+            raise GnnperfError(f"{shortfall}; {_past_positions(seq, spec)}")
+        try:
+            with _quiet(), spec.tracing(), on_meta(OPSET):
+                proto = _torchscript(model, args, names)
+        except Exception as e:
+            raise GnnperfError(
+                f"{shortfall}, and on the meta device (no memory) its export failed: "
+                f"{_first_line(e).split('. ')[0]}"  # torch's meta errors run long
+            ) from None
+        log.info("%s; exported on the meta device", shortfall)
+        return Exported(proto, "torchscript", names, trainable)
     errors = []
     for name in EXPORTERS if exporter == "auto" else (exporter,):
         try:
@@ -265,48 +308,53 @@ def export_model(
             if isinstance(e, torch.onnx.OnnxExporterError) and e.__cause__ is not None:
                 e = e.__cause__
             errors.append(f"{name} exporter: {type(e).__name__}: {_first_line(e)}")
-    seq = spec.input_shape(input_shape)[0] if spec.input_kind == "tokens" else 0
-    if spec.max_positions and seq > spec.max_positions:  # the usual cause of an IndexError in an embedding
-        errors.append(
-            f"the sequence length {seq} is past the config's max_position_embeddings {spec.max_positions}"
-        )
+    if past_positions:
+        errors.append(_past_positions(seq, spec))
     raise GnnperfError(f"export of {spec.ref} failed; " + "; ".join(errors))
 
 
-# The weights, plus 1.5 times as much for what tracing and the exporter hold beside them (activations at the
-# export batch, the initializers serialised into the ONNX proto, the dynamo exporter's copy of the program): a
-# rough bound, meant to catch models far too large, not to predict a peak. 2.0 let NeuSight's Switch-XL config
-# (5.3 billion bf16 parameters, 9.8 GiB, 22 GiB available) through, and its export was killed for memory at 23.9 GB.
+# The weights, plus 1.5 times as much for what tracing and the exporter hold beside them (the initializers
+# serialised into the ONNX proto, the dynamo exporter's copy of the program, the activations of builders the meta
+# device cannot run): a rough bound, meant to catch models far too large, not to predict a peak. 2.0 let NeuSight's
+# Switch-XL config (5.3 billion bf16 parameters, 9.8 GiB, 22 GiB available) through, and its export was killed for
+# memory at 23.9 GB.
 MEMORY_PER_WEIGHT_BYTE = 2.5
 
 
-def _check_memory(
-    spec: ModelSpec, num_layers: int | None, input_shape: tuple[int, ...] | None = None
-) -> None:
-    """Refuse, in one line, a model whose weights alone would not fit in memory.
+def _memory_shortfall(
+    spec: ModelSpec, num_layers: int | None, input_shape: tuple[int, ...], export_batch: int
+) -> str | None:
+    """Why tracing ``spec`` with values would not fit in this machine's memory (one line), or None.
 
-    Its size is read from a build on the meta device (no memory, about 0.1 s). The alternative is the
-    kernel's out-of-memory killer ending the whole process, a survey of a thousand models included
-    (timm's eva02_enormous has 4.4 billion parameters, 17 GB in fp32).
+    Read from a build on the meta device (no memory, about 0.1 s): the weights (:data:`MEMORY_PER_WEIGHT_BYTE`)
+    and, where they leave room, the most tensors the trace's forward pass holds at once
+    (:func:`~gnnperf.graph.meta_export.trace_peak_bytes`). The alternative is the kernel's out-of-memory killer
+    ending the whole process, a survey of a thousand models included (timm's eva02_enormous has 4.4 billion
+    parameters, 17 GB in fp32; LLaMA-3 8B's two exported blocks at 8,192 tokens hold 34 GB of attention scores).
+    None where the memory or the model's size cannot be read (a builder that needs real tensors: the real build
+    is left to fail or not).
     """
     available = available_memory_bytes()
     if available is None:
-        return
+        return None
     try:
-        with _no_random_init(), torch.device("meta"):
-            meta = spec.build(num_layers, input_shape)
-    except Exception:  # noqa: BLE001 - a builder that needs real tensors is left to the real build
-        return
+        model, args = _built(spec, num_layers, input_shape, export_batch, on_meta=True)
+    except Exception:  # noqa: BLE001
+        return None
     lazy = torch.nn.parameter.UninitializedTensorMixin  # sized by a first forward: not counted
-    tensors = [t for t in (*meta.parameters(), *meta.buffers()) if not isinstance(t, lazy)]
+    tensors = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]
     weight_bytes = sum(t.numel() * t.element_size() for t in tensors)
-    if weight_bytes * MEMORY_PER_WEIGHT_BYTE > available:
-        params = sum(t.numel() for t in meta.parameters() if not isinstance(t, lazy))
-        raise GnnperfError(
-            f"{spec.ref} has {params / 1e9:.2f} billion parameters ({weight_bytes / 2**30:.1f} GiB); "
-            f"exporting it needs about {weight_bytes * MEMORY_PER_WEIGHT_BYTE / 2**30:.0f} GiB and "
-            f"{available / 2**30:.1f} GiB is available"
-        )
+    need = weight_bytes * MEMORY_PER_WEIGHT_BYTE
+    if need <= available:
+        with _quiet(), spec.tracing():
+            need += trace_peak_bytes(model, args) or 0
+    if need <= available:
+        return None
+    params = sum(t.numel() for t in model.parameters() if not isinstance(t, lazy))
+    return (
+        f"{spec.ref} has {params / 1e9:.2f} billion parameters ({weight_bytes / 2**30:.1f} GiB); tracing it "
+        f"with values needs about {need / 2**30:.0f} GiB and {available / 2**30:.1f} GiB is available"
+    )
 
 
 def available_memory_bytes() -> int | None:

@@ -89,3 +89,8 @@ def shape_only_kernels() -> Iterator[None]:
         yield
     finally:
         F.conv2d, F.linear = real_conv, real_linear
+
+
+# on the meta device (an export traced without memory) the same functions: they read shapes only
+_conv2d_shape.register_fake(_conv2d_shape._init_fn)
+_linear_shape.register_fake(_linear_shape._init_fn)
