@@ -259,6 +259,7 @@ class Predictor:
         ``calibration_factor``, unless ``calibrated`` is false.
         """
         from gnnperf.errors import GnnperfError
+        from gnnperf.graph.attention import eager_attention_nodes
         from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.predictor.anchors import calibration_key, scale
         from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
@@ -278,6 +279,8 @@ class Predictor:
         items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
         bare: list[Workload | None] = []  # an accumulated step's pass without the update, where it times one
         assumed = {q.model: m.assumptions for q in queries if (m := resolve_hf(q.model)) is not None}
+        # its graph is eager attention's, which the fused kernels do not run so (gnnperf.graph.attention)
+        sdpa = {q.model for q in queries if (m := resolve_hf(q.model)) is not None and m.attention == "sdpa"}
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
             if spec.kind != "gpu" and q.num_devices > 1:
@@ -373,9 +376,12 @@ class Predictor:
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
                 row["gnn_iteration_time_ms"] = float(gnn_ms[i])
+            # a capped step's ops scaled alike (they are the asked batch's)
+            ops_ms = None if node_ms is None else node_ms[i] * (ms / all_ms[i])
+            if queries[i].model in sdpa and ops_ms is not None:
+                attention_ms = float(ops_ms[eager_attention_nodes(graph)].sum())
+                row["eager_attention"] = {"ms": attention_ms, "of_step_ms": float(ms)}
             if breakdown:
-                # a capped step's ops scaled alike (they are the asked batch's)
-                ops_ms = node_ms[i] * (ms / all_ms[i])
                 row["breakdown"] = top_groups(graph, ops_ms, breakdown)
                 row["breakdown_by_class"] = by_class(graph, ops_ms)
                 # the rest of the time is the readout's per-iteration overhead (and any fallback blend)

@@ -51,6 +51,13 @@ def print_row(row: dict) -> None:
         )
     for assumed in row.get("assumptions", ()):
         print(f"  assumed: {assumed}")
+    if "eager_attention" in row:
+        a = row["eager_attention"]
+        print(
+            f"  of which eager attention's ops (the score and weighted-value MatMuls, their scaling and mask, Softmax): "
+            f"{a['ms']:.2f} ms of the network's {a['of_step_ms']:.2f} ms step ({a['ms'] / a['of_step_ms']:.0%}), "
+            "what sdpa's fused kernels run as one"
+        )
     if row["num_devices"] > 1:
         print(f"  {parallel_note(row)}")
     if "activation_checkpointing" in row:

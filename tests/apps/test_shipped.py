@@ -305,8 +305,17 @@ def test_an_hf_models_attention_is_named_and_fused_attention_keeps_no_attention_
     assert eager["activations_mb"] - sdpa["activations_mb"] > 2 * 64
     assert rows["eager"]["iteration_time_ms"] == rows["sdpa"]["iteration_time_ms"]  # one time graph
     assert rows["eager"]["assumptions"] == []
+    # how much of the sdpa model's time is eager attention's ops, priced as the eager graph runs them
+    attention = rows["sdpa"]["eager_attention"]
+    assert 0 < attention["ms"] < attention["of_step_ms"] == rows["sdpa"]["iteration_time_ms"]
+    assert "eager_attention" not in rows["eager"]
     assert main(["predict", gpt, *args]) == 0
     assert EAGER_ATTENTION_NOTE in capsys.readouterr().out
+    assert main(["predict", f"{gpt}&attn_implementation=sdpa", *args]) == 0
+    assert (
+        "of which eager attention's ops (the score and weighted-value MatMuls, their scaling and mask, "
+        in (capsys.readouterr().out)
+    )
 
 
 def test_a_mixture_of_experts_is_predicted_and_what_it_assumes_is_said(capsys):
