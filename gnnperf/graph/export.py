@@ -21,7 +21,6 @@ import onnx
 import torch
 
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.meta_export import on_meta, trace_peak_bytes
 from gnnperf.graph.shape_only import register_symbolics, shape_only_kernels
 from gnnperf.zoo.resolve import ModelSpec
 
@@ -212,8 +211,12 @@ def _dynamo(model: torch.nn.Module, args: tuple, names: list[str]) -> onnx.Model
     return program.model_proto
 
 
-def _past_positions(seq: int, spec: ModelSpec) -> str:
-    return f"the sequence length {seq} is past the config's max_position_embeddings {spec.max_positions}"
+def _past_positions(spec: ModelSpec, input_shape: tuple[int, ...]) -> str | None:
+    """The usual cause of an embedding's IndexError, where the sequence is longer than the config's positions."""
+    seq = spec.input_shape(input_shape)[0] if spec.input_kind == "tokens" else 0
+    if spec.max_positions and seq > spec.max_positions:
+        return f"the sequence length {seq} is past the config's max_position_embeddings {spec.max_positions}"
+    return None
 
 
 def _run_eagerly(model: torch.nn.Module, args: tuple) -> None:
@@ -260,6 +263,7 @@ def export_model(
     exporter: str = "auto",
     num_layers: int | None = None,
     export_batch: int = EXPORT_BATCH,
+    meta: bool | None = None,
 ) -> Exported:
     """Build ``spec`` with random weights and export it.
 
@@ -267,33 +271,23 @@ def export_model(
         exporter: ``auto`` (TorchScript, then dynamo), ``torchscript`` or ``dynamo``.
         num_layers: build a shallower copy (see :mod:`gnnperf.graph.repeat`).
         export_batch: batch of the example input (the graph's batch axis stays symbolic either way).
+        meta: trace on the meta device (:mod:`gnnperf.graph.meta_export`) rather than with values. ``None``
+            (the default): first on it for transformers models (``hf:``), whose traces with values are slow and
+            large (GPT-3 XL's 24 blocks at 512 tokens: 38 s, on the meta device 1 s, the same graph), with values
+            where it cannot; for other models with values, on the meta device where that would not fit in memory.
     """
     if exporter not in ("auto", *EXPORTERS):
         raise GnnperfError(f"unknown exporter '{exporter}'; choose auto, torchscript or dynamo")
-    shortfall = _memory_shortfall(spec, num_layers, input_shape, export_batch)
-    model, args = _built(spec, num_layers, input_shape, export_batch, on_meta=shortfall is not None)
     names = list(spec.input_names)
+    from gnnperf.graph import meta_export  # which builds on this module's export
+
+    if (
+        exported := meta_export.exported_on_meta(spec, input_shape, num_layers, export_batch, exporter, meta)
+    ) is not None:
+        return exported
+    model, args = _built(spec, num_layers, input_shape, export_batch)
     # every name of a tied weight (GPT-2's lm_head and wte): the dynamo exporter may name it by either
     trainable = {n for n, _ in model.named_parameters(remove_duplicate=False)}
-    seq = spec.input_shape(input_shape)[0] if spec.input_kind == "tokens" else 0
-    # the usual cause of an embedding's IndexError
-    past_positions = spec.max_positions and seq > spec.max_positions
-    if shortfall is not None:
-        # which the meta device, reading no token position, would not catch: where the model has a position table
-        # (rotary positions have none), a row of it per position (OPT's and RoBERTa's two more)
-        tables = [m.num_embeddings for m in model.modules() if isinstance(m, torch.nn.Embedding)]
-        if past_positions and any(0 <= n - spec.max_positions <= 2 for n in tables):
-            raise GnnperfError(f"{shortfall}; {_past_positions(seq, spec)}")
-        try:
-            with _quiet(), spec.tracing(), on_meta(OPSET):
-                proto = _torchscript(model, args, names)
-        except Exception as e:
-            raise GnnperfError(
-                f"{shortfall}, and on the meta device (no memory) its export failed: "
-                f"{_first_line(e).split('. ')[0]}"  # torch's meta errors run long
-            ) from None
-        log.info("%s; exported on the meta device", shortfall)
-        return Exported(proto, "torchscript", names, trainable)
     errors = []
     for name in EXPORTERS if exporter == "auto" else (exporter,):
         try:
@@ -308,65 +302,9 @@ def export_model(
             if isinstance(e, torch.onnx.OnnxExporterError) and e.__cause__ is not None:
                 e = e.__cause__
             errors.append(f"{name} exporter: {type(e).__name__}: {_first_line(e)}")
-    if past_positions:
-        errors.append(_past_positions(seq, spec))
+    if past := _past_positions(spec, input_shape):
+        errors.append(past)
     raise GnnperfError(f"export of {spec.ref} failed; " + "; ".join(errors))
-
-
-# The weights, plus 1.5 times as much for what tracing and the exporter hold beside them (the initializers
-# serialised into the ONNX proto, the dynamo exporter's copy of the program, the activations of builders the meta
-# device cannot run): a rough bound, meant to catch models far too large, not to predict a peak. 2.0 let NeuSight's
-# Switch-XL config (5.3 billion bf16 parameters, 9.8 GiB, 22 GiB available) through, and its export was killed for
-# memory at 23.9 GB.
-MEMORY_PER_WEIGHT_BYTE = 2.5
-
-
-def _memory_shortfall(
-    spec: ModelSpec, num_layers: int | None, input_shape: tuple[int, ...], export_batch: int
-) -> str | None:
-    """Why tracing ``spec`` with values would not fit in this machine's memory (one line), or None.
-
-    Read from a build on the meta device (no memory, about 0.1 s): the weights (:data:`MEMORY_PER_WEIGHT_BYTE`)
-    and, where they leave room, the most tensors the trace's forward pass holds at once
-    (:func:`~gnnperf.graph.meta_export.trace_peak_bytes`). The alternative is the kernel's out-of-memory killer
-    ending the whole process, a survey of a thousand models included (timm's eva02_enormous has 4.4 billion
-    parameters, 17 GB in fp32; LLaMA-3 8B's two exported blocks at 8,192 tokens hold 34 GB of attention scores).
-    None where the memory or the model's size cannot be read (a builder that needs real tensors: the real build
-    is left to fail or not).
-    """
-    available = available_memory_bytes()
-    if available is None:
-        return None
-    try:
-        model, args = _built(spec, num_layers, input_shape, export_batch, on_meta=True)
-    except Exception:  # noqa: BLE001
-        return None
-    lazy = torch.nn.parameter.UninitializedTensorMixin  # sized by a first forward: not counted
-    tensors = [t for t in (*model.parameters(), *model.buffers()) if not isinstance(t, lazy)]
-    weight_bytes = sum(t.numel() * t.element_size() for t in tensors)
-    need = weight_bytes * MEMORY_PER_WEIGHT_BYTE
-    if need <= available:
-        with _quiet(), spec.tracing():
-            need += trace_peak_bytes(model, args) or 0
-    if need <= available:
-        return None
-    params = sum(t.numel() for t in model.parameters() if not isinstance(t, lazy))
-    return (
-        f"{spec.ref} has {params / 1e9:.2f} billion parameters ({weight_bytes / 2**30:.1f} GiB); tracing it "
-        f"with values needs about {need / 2**30:.0f} GiB and {available / 2**30:.1f} GiB is available"
-    )
-
-
-def available_memory_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (Linux); None where it cannot be read."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None
 
 
 def load_onnx(path: Path) -> Exported:
