@@ -67,7 +67,9 @@ def _ir(ref: str, shape: tuple[int, ...], e):
     return build_ir(e.model, ref, shape, e.exporter, e.model_inputs, e.trainable)
 
 
-def compare(ref: str, shape: tuple[int, ...]) -> dict:
+def compare(ref: str, shape: tuple[int, ...], guard: bool = False) -> dict:
+    """The two exports of ``ref`` compared; with ``guard``, not traced with values where the export's memory check
+    says that would not fit (a survey type at its default widths), rather than risk the kernel killing the run."""
     from gnnperf.errors import GnnperfError
     from gnnperf.graph.features import to_data
     from gnnperf.measure.workload import Workload
@@ -77,6 +79,11 @@ def compare(ref: str, shape: tuple[int, ...]) -> dict:
         meta, meta_s = _exported(ref, shape, on_meta=True)
     except GnnperfError as e:
         return {**row, "status": "refused on meta", "error": str(e).split(" failed: ")[-1]}
+    from gnnperf.graph.meta_export import _memory_shortfall
+    from gnnperf.zoo.resolve import resolve
+
+    if guard and (shortfall := _memory_shortfall(resolve(ref), None, shape, 2)):  # T5Gemma's 5.6 billion
+        return {**row, "status": "too large to trace with values here", "error": shortfall}
     try:
         values, values_s = _exported(ref, shape, on_meta=False)
     except GnnperfError as e:  # exported on the meta device, and not with values
@@ -146,15 +153,16 @@ def main() -> None:
         return
     torch.set_num_threads(1)
     configs = args.neusight / "data/DLmodel_configs"
+    surveyed = []
     models = [(f"timm:{m}", (3, 224, 224)) for m in TIMM]
     models += [(f"hf:{configs / name}.json", (128 if name == "switchxl4" else 512,)) for name in NEUSIGHT]
     models += [(ref, (128,)) for ref in HF]
     if args.hf_coverage:  # every language model type gnnperf predicts, at the survey's small shape
         survey = json.loads(args.hf_coverage.read_text())["rows"]
-        models += [(row["ref"], (64,)) for row in survey if row["status"] == "ok"]
+        surveyed = [(row["ref"], (64,)) for row in survey if row["status"] == "ok"]
     rows = []
-    for ref, shape in models:
-        rows.append(compare(ref, shape))
+    for ref, shape in models + surveyed:
+        rows.append(compare(ref, shape, guard=(ref, shape) in surveyed))
         print(json.dumps(rows[-1]), flush=True)
     # with values last: a killed child's peak is read as the largest child's
     costs = [cost(seq, on_meta) for on_meta in (True, False) for seq in (4096, 8192)]
@@ -166,6 +174,7 @@ def main() -> None:
         "refused on meta",
         "fails with values",
         "the same TorchScript graph fails to build",
+        "too large to trace with values here",
     ]
     counts = {s: sum(r["status"] == s for r in rows) for s in statuses}
     results = {

@@ -18,7 +18,7 @@ here (:func:`on_meta`):
   one-element stand-in, shared by the names of one tied weight, so that the exporter merges those and no others.
 - The shape-only kernels of :mod:`gnnperf.graph.shape_only` have meta implementations there.
 
-The graphs are the ones a trace with values exports (``experiments/meta_export``: all 159 of 256 models that export
+The graphs are the ones a trace with values exports (``experiments/meta_export``: all 159 of 257 models that export
 so, node by node and feature by feature; ``tests/graph/test_meta_export.py``); code that reads a value (``.item()``,
 data-dependent branches, timm's shape asserts) cannot run on the meta device and fails to export there.
 """
