@@ -259,15 +259,15 @@ class Predictor:
         ``calibration_factor``, unless ``calibrated`` is false.
         """
         from gnnperf.errors import GnnperfError
-        from gnnperf.graph.attention import eager_attention_nodes
         from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.predictor.anchors import calibration_key, scale
         from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
-        from gnnperf.predictor.breakdown import by_class, top_groups
+        from gnnperf.predictor.breakdown import op_fields
         from gnnperf.predictor.coverage import same_rate_precision
         from gnnperf.predictor.floors import DEVICE, UPDATE, Floors
         from gnnperf.predictor.model import predict_samples
         from gnnperf.predictor.rows import time_row
+        from gnnperf.zoo.hf import SDPA_TIME
         from gnnperf.zoo.resolve import resolve_hf
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
@@ -279,8 +279,6 @@ class Predictor:
         items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
         bare: list[Workload | None] = []  # an accumulated step's pass without the update, where it times one
         assumed = {q.model: m.assumptions for q in queries if (m := resolve_hf(q.model)) is not None}
-        # its graph is eager attention's, which the fused kernels do not run so (gnnperf.graph.attention)
-        sdpa = {q.model for q in queries if (m := resolve_hf(q.model)) is not None and m.attention == "sdpa"}
         for q in queries:
             spec = self.spec(q.hardware, hardware_file)
             if spec.kind != "gpu" and q.num_devices > 1:
@@ -376,19 +374,9 @@ class Predictor:
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
                 row["gnn_iteration_time_ms"] = float(gnn_ms[i])
-            # a capped step's ops scaled alike (they are the asked batch's)
-            ops_ms = None if node_ms is None else node_ms[i] * (ms / all_ms[i])
-            if queries[i].model in sdpa and ops_ms is not None:
-                attention_ms = float(ops_ms[eager_attention_nodes(graph)].sum())
-                row["eager_attention"] = {"ms": attention_ms, "of_step_ms": float(ms)}
-            if breakdown:
-                row["breakdown"] = top_groups(graph, ops_ms, breakdown)
-                row["breakdown_by_class"] = by_class(graph, ops_ms)
-                # the rest of the time is the readout's per-iteration overhead (and any fallback blend)
-                row["breakdown_all_ops_ms"] = float(ops_ms.sum())
-                # the network's step the ops are of: what is composed on it (collectives, recomputation, the
-                # accumulated passes) is the row's own
-                row["breakdown_step_ms"] = float(ms)
+            if node_ms is not None:  # a capped step's ops scaled alike (they are the asked batch's)
+                ops_ms = node_ms[i] * (ms / all_ms[i])
+                row |= op_fields(graph, ops_ms, ms, breakdown, sdpa=SDPA_TIME in row["assumptions"])
             factor = self.calibration.get(calibration_key(row)) if calibrated else None
             if factor is not None:
                 scale(row, factor)
