@@ -278,13 +278,12 @@ def export_model(
     """
     if exporter not in ("auto", *EXPORTERS):
         raise GnnperfError(f"unknown exporter '{exporter}'; choose auto, torchscript or dynamo")
-    names = list(spec.input_names)
-    from gnnperf.graph import meta_export  # which builds on this module's export
+    from gnnperf.graph import meta_export  # it builds on this module
 
-    if (
-        exported := meta_export.exported_on_meta(spec, input_shape, num_layers, export_batch, exporter, meta)
-    ) is not None:
+    exported = meta_export.exported_on_meta(spec, input_shape, num_layers, export_batch, exporter, meta)
+    if exported is not None:
         return exported
+    names = list(spec.input_names)
     model, args = _built(spec, num_layers, input_shape, export_batch)
     # every name of a tied weight (GPT-2's lm_head and wte): the dynamo exporter may name it by either
     trainable = {n for n, _ in model.named_parameters(remove_duplicate=False)}
