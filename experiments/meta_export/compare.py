@@ -79,10 +79,10 @@ def compare(ref: str, shape: tuple[int, ...], guard: bool = False) -> dict:
         meta, meta_s = _exported(ref, shape, on_meta=True)
     except GnnperfError as e:
         return {**row, "status": "refused on meta", "error": str(e).split(" failed: ")[-1]}
-    from gnnperf.graph.meta_export import _memory_shortfall
+    from gnnperf.graph.meta_export import memory_shortfall
     from gnnperf.zoo.resolve import resolve
 
-    if guard and (shortfall := _memory_shortfall(resolve(ref), None, shape, 2)):  # T5Gemma's 5.6 billion
+    if guard and (shortfall := memory_shortfall(resolve(ref), None, shape, 2)):  # T5Gemma's 5.6 billion
         return {**row, "status": "too large to trace with values here", "error": shortfall}
     try:
         values, values_s = _exported(ref, shape, on_meta=False)

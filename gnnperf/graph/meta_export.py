@@ -36,7 +36,7 @@ from gnnperf.errors import GnnperfError
 from gnnperf.graph.export import OPSET, Exported, _built, _first_line, _past_positions, _quiet, _torchscript
 from gnnperf.zoo.resolve import ModelSpec
 
-__all__ = ["available_memory_bytes", "exported_on_meta", "on_meta", "trace_peak_bytes"]
+__all__ = ["available_memory_bytes", "exported_on_meta", "memory_shortfall", "on_meta", "trace_peak_bytes"]
 log = logging.getLogger(__name__)
 
 # The weights, plus 1.5 times as much for what tracing and the exporter hold beside them (the initializers
@@ -74,7 +74,7 @@ def exported_on_meta(
             if meta:
                 raise GnnperfError(f"on the meta device the export of {spec.ref} failed: {e}") from None
             refused = str(e)
-    shortfall = None if meta is False else _memory_shortfall(spec, num_layers, input_shape, export_batch)
+    shortfall = None if meta is False else memory_shortfall(spec, num_layers, input_shape, export_batch)
     if shortfall is None:
         return None
     if refused is None:
@@ -116,7 +116,7 @@ def _export(
     return Exported(proto, "torchscript", names, trainable)
 
 
-def _memory_shortfall(
+def memory_shortfall(
     spec: ModelSpec, num_layers: int | None, input_shape: tuple[int, ...], export_batch: int
 ) -> str | None:
     """Why tracing ``spec`` with values would not fit in this machine's memory (one line), or None.
