@@ -265,9 +265,9 @@ class Predictor:
         from gnnperf.predictor.breakdown import op_fields
         from gnnperf.predictor.coverage import same_rate_precision
         from gnnperf.predictor.floors import DEVICE, UPDATE, Floors
+        from gnnperf.predictor.fused_attention import sdpa_attention
         from gnnperf.predictor.model import predict_samples
         from gnnperf.predictor.rows import time_row
-        from gnnperf.zoo.hf import SDPA_TIME
         from gnnperf.zoo.resolve import resolve_hf
 
         queries = [queries] if isinstance(queries, Query) else list(queries)
@@ -357,10 +357,15 @@ class Predictor:
         for i, (graph, spec, workload) in enumerate(graphs):
             cap_batch = capped[i][1]
             ms, floor, least = floored[i]
+            assumptions = assumed.get(queries[i].model, ())
+            # each op's time in the step (a capped step's scaled alike: they are the asked batch's)
+            ops_ms = None if node_ms is None else node_ms[i] * (ms / all_ms[i])
+            fused = None if ops_ms is None else sdpa_attention(graph, ops_ms, workload, assumptions)
+            saved = 0.0 if fused is None else fused["eager_ms"] - fused["fused_ms"]
             row = time_row(
-                self, queries[i], graph, spec, workload, ms, u=items[i].u[0],
-                assumptions=assumed.get(queries[i].model, ()), layout_moot=layout_moot[i], checkpointed=checkpointed[i],
-                bare_ms=None if bare_items[i] is None else floored[bare_items[i]][0],
+                self, queries[i], graph, spec, workload, ms - saved, u=items[i].u[0],
+                assumptions=assumptions, layout_moot=layout_moot[i], checkpointed=checkpointed[i],
+                bare_ms=None if bare_items[i] is None else floored[bare_items[i]][0] - saved,
             )  # fmt: skip
             row["capped_at_batch"] = cap_batch
             if cap_batch is not None:
@@ -374,9 +379,11 @@ class Predictor:
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
                 row["gnn_iteration_time_ms"] = float(gnn_ms[i])
-            if node_ms is not None:  # a capped step's ops scaled alike (they are the asked batch's)
-                ops_ms = node_ms[i] * (ms / all_ms[i])
-                row |= op_fields(graph, ops_ms, ms, breakdown, sdpa=SDPA_TIME in row["assumptions"])
+            if fused is not None:
+                ops_ms[fused.pop("nodes")] *= fused["fused_ms"] / fused["eager_ms"]
+                row["fused_attention"] = fused | {"eager_step_ms": ms}
+            if ops_ms is not None and breakdown:
+                row |= op_fields(graph, ops_ms, ms - saved, breakdown)
             factor = self.calibration.get(calibration_key(row)) if calibrated else None
             if factor is not None:
                 scale(row, factor)

@@ -3,9 +3,8 @@
 Eager attention is exported as ``MatMul(q, k^T)``, its scaling and mask (``Mul``, ``Div``, ``Add``, ``Where``, a
 ``Cast``), ``Softmax``, a ``Dropout``, ``MatMul(p, v)``: two matrix products of activations (no weight) around a
 Softmax. Those ops write and read the score matrix (batch x heads x queries x keys) that sdpa's flash and
-memory-efficient kernels never materialise, so a prediction from the eager graph prices them as eager attention runs
-them (:data:`gnnperf.zoo.hf.SDPA_TIME`); :func:`eager_attention_nodes` names them so that a report can say how much
-of a prediction they are.
+memory-efficient kernels never materialise; :func:`eager_attention_nodes` names them so that an sdpa model's
+prediction can price them as the fused kernel instead (:mod:`gnnperf.predictor.fused_attention`).
 """
 
 from __future__ import annotations

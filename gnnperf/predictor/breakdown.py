@@ -21,7 +21,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from gnnperf.data.aggregate import op_class
-from gnnperf.graph.attention import eager_attention_nodes
 from gnnperf.graph.ir import OpGraph
 
 __all__ = ["by_class", "index_ranges", "op_fields", "top_groups"]
@@ -105,25 +104,16 @@ def by_class(graph: OpGraph, node_ms: Sequence[float]) -> list[dict[str, Any]]:
     )
 
 
-def op_fields(graph: OpGraph, ops_ms: Any, step_ms: float, breakdown: int, sdpa: bool) -> dict[str, Any]:
-    """A prediction row's fields from its ops' predicted times ``ops_ms`` (of the network's step ``step_ms``).
-
-    With ``breakdown`` (N > 0): ``breakdown`` (:func:`top_groups`), ``breakdown_by_class``, ``breakdown_all_ops_ms``
-    and ``breakdown_step_ms``; for an ``sdpa`` model, ``eager_attention``: the ms of its eager attention's ops
-    (:func:`~gnnperf.graph.attention.eager_attention_nodes`), which its graph has and the fused kernels do not run so.
-    """
-    out: dict[str, Any] = {}
-    if sdpa:
-        out["eager_attention"] = {
-            "ms": float(ops_ms[eager_attention_nodes(graph)].sum()),
-            "of_step_ms": float(step_ms),
-        }
-    if breakdown:
-        out["breakdown"] = top_groups(graph, ops_ms, breakdown)
-        out["breakdown_by_class"] = by_class(graph, ops_ms)
+def op_fields(graph: OpGraph, ops_ms: Any, step_ms: float, breakdown: int) -> dict[str, Any]:
+    """A prediction row's ``breakdown`` fields from its ops' predicted times ``ops_ms`` (of the step ``step_ms``):
+    ``breakdown`` (the ``breakdown`` costliest groups, :func:`top_groups`), ``breakdown_by_class``,
+    ``breakdown_all_ops_ms`` and ``breakdown_step_ms``."""
+    return {
+        "breakdown": top_groups(graph, ops_ms, breakdown),
+        "breakdown_by_class": by_class(graph, ops_ms),
         # the rest of the time is the readout's per-iteration overhead (and any fallback blend)
-        out["breakdown_all_ops_ms"] = float(ops_ms.sum())
+        "breakdown_all_ops_ms": float(ops_ms.sum()),
         # the network's step the ops are of: what is composed on it (collectives, recomputation, the accumulated
         # passes) is the row's own
-        out["breakdown_step_ms"] = float(step_ms)
-    return out
+        "breakdown_step_ms": float(step_ms),
+    }

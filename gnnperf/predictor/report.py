@@ -51,12 +51,12 @@ def print_row(row: dict) -> None:
         )
     for assumed in row.get("assumptions", ()):
         print(f"  assumed: {assumed}")
-    if "eager_attention" in row:
-        a = row["eager_attention"]
+    if "fused_attention" in row:
+        a = row["fused_attention"]
         print(
-            f"  of which eager attention's ops (the score and weighted-value MatMuls, their scaling and mask, Softmax): "
-            f"{a['ms']:.2f} ms of the network's {a['of_step_ms']:.2f} ms step ({a['ms'] / a['of_step_ms']:.0%}), "
-            "what sdpa's fused kernels run as one"
+            f"  attention as sdpa's fused kernel: {a['fused_ms']:.2f} ms in place of the eager graph's attention ops' "
+            f"{a['eager_ms']:.2f} ms (the eager step {a['eager_step_ms']:.2f} ms; composed at the step's weight-product "
+            f"rate, {a['rate_tflops']:.0f} TFLOP/s{', causal' if a['causal'] else ''})"
         )
     if row["num_devices"] > 1:
         print(f"  {parallel_note(row)}")

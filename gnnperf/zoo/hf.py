@@ -32,11 +32,33 @@ from gnnperf.zoo.resolve import ModelSpec
 # sdpa, torch's scaled_dot_product_attention, transformers' own default, whose fused GPU kernels keep no attention
 # matrix (the memory estimate traces them so: gnnperf.graph.as_on_gpu)
 ATTENTION = ("eager", "sdpa")
-# What a prediction of an sdpa model assumes: its graph is exported with eager attention (ModelSpec.graph_builder)
+# What a prediction of an sdpa model assumes: its graph is exported with eager attention (ModelSpec.graph_builder),
+# whose attention ops' predicted time is swapped for a fused kernel's composed price (gnnperf.predictor.fused_attention)
 SDPA_TIME = (
-    "sdpa attention: the time is predicted from eager attention's graph (an exported graph cannot tell the fused "
-    "kernels from eager MatMul and Softmax; they are faster at long sequences); the memory as the fused kernels keep it"
+    "sdpa attention: predicted from eager attention's graph with its attention ops' time replaced by a fused "
+    "kernel's, composed (its matrix products at the rate the step's weight products are predicted to run, the backward "
+    "recomputing the scores; not learned, checked against one published run); the memory as the fused kernels keep it"
 )
+# ... and, for a causal model's self-attention, that the fused kernel skips the masked half of the scores
+SDPA_CAUSAL = (
+    "sdpa attention is causal: the fused kernel computes the score tiles on and below the diagonal only"
+)
+
+
+def _causal(config: Any) -> bool:
+    """Whether every attention of the model is causal self-attention (transformers passes sdpa ``is_causal``): a
+    decoder (``is_decoder``) or a type with a causal LM head and no masked-LM one (an encoder's type has both);
+    encoder-decoders mix both kinds and are priced without the skip."""
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    if getattr(config, "is_encoder_decoder", False):
+        return False
+    kind = config.model_type
+    decoder_type = kind in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and kind not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+    return bool(getattr(config, "is_decoder", False)) or decoder_type
 
 
 def hf_spec(path: str) -> ModelSpec:
@@ -173,7 +195,7 @@ def hf_spec(path: str) -> ModelSpec:
         graph_builder=None if attention == "eager" else partial(build, attention="eager"),
         tracing=traced,
         assumptions=substituted
-        + (SDPA_TIME,) * (attention == "sdpa")
+        + ((SDPA_TIME,) + (SDPA_CAUSAL,) * _causal(config) if attention == "sdpa" else ())
         + _layerdrop(config)
         + _experts(config, built)
         + (() if class_name or archs else _headless(config, built)),

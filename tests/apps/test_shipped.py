@@ -303,19 +303,19 @@ def test_an_hf_models_attention_is_named_and_fused_attention_keeps_no_attention_
     assert (eager["attention"], sdpa["attention"]) == ("eager", "sdpa")
     # eager attention keeps at least each layer's softmax output: 4 samples x 4 heads x 1024^2 tokens x 4 bytes
     assert eager["activations_mb"] - sdpa["activations_mb"] > 2 * 64
-    assert rows["eager"]["iteration_time_ms"] == rows["sdpa"]["iteration_time_ms"]  # one time graph
     assert rows["eager"]["assumptions"] == []
-    # how much of the sdpa model's time is eager attention's ops, priced as the eager graph runs them
-    attention = rows["sdpa"]["eager_attention"]
-    assert 0 < attention["ms"] < attention["of_step_ms"] == rows["sdpa"]["iteration_time_ms"]
-    assert "eager_attention" not in rows["eager"]
+    # one time graph; the sdpa model's attention ops priced as the fused kernel in place of the eager ops
+    fused = rows["sdpa"]["fused_attention"]
+    assert fused["eager_step_ms"] == rows["eager"]["iteration_time_ms"] and fused["causal"]
+    assert 0 < fused["fused_ms"] < fused["eager_ms"] < fused["eager_step_ms"]
+    saved = fused["eager_ms"] - fused["fused_ms"]
+    assert rows["sdpa"]["iteration_time_ms"] == pytest.approx(fused["eager_step_ms"] - saved)
+    assert "fused_attention" not in rows["eager"]
     assert main(["predict", gpt, *args]) == 0
     assert EAGER_ATTENTION_NOTE in capsys.readouterr().out
-    assert main(["predict", f"{gpt}&attn_implementation=sdpa", *args]) == 0
-    assert (
-        "of which eager attention's ops (the score and weighted-value MatMuls, their scaling and mask, "
-        in (capsys.readouterr().out)
-    )
+    assert main(["predict", f"{gpt}&attn_implementation=sdpa", *args, "--breakdown", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "attention as sdpa's fused kernel: " in out and "causal)" in out
 
 
 def test_a_mixture_of_experts_is_predicted_and_what_it_assumes_is_said(capsys):

@@ -15,7 +15,7 @@ from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cli import summarize
 from gnnperf.graph.export import export_model
-from gnnperf.zoo.hf import SDPA_TIME, HFLogits
+from gnnperf.zoo.hf import SDPA_CAUSAL, SDPA_TIME, HFLogits
 from gnnperf.zoo.resolve import resolve
 
 NEUSIGHT_CONFIGS = Path(__file__).resolve().parents[3] / "shared/external/neusight/data/DLmodel_configs"
@@ -470,7 +470,11 @@ def test_an_hf_reference_can_run_pytorchs_fused_attention():
     assert sdpa.build(graph=True).m.config._attn_implementation == "eager"
     ops = [[n.op_type for n in build_graph(spec, (16,)).nodes] for spec in (eager, sdpa)]
     assert ops[0] == ops[1] and "Softmax" in ops[0]
-    assert eager.assumptions == () and sdpa.assumptions == (SDPA_TIME,)  # said with each prediction
+    # said with each prediction: the time composed, and GPT-2's attention causal
+    assert eager.assumptions == () and sdpa.assumptions == (SDPA_TIME, SDPA_CAUSAL)
+    bert = "hf:bert?num_hidden_layers=1&hidden_size=64&num_attention_heads=4&intermediate_size=128&vocab_size=500"
+    encoder = resolve(f"{bert}&attn_implementation=sdpa").assumptions  # an encoder's is not causal
+    assert SDPA_TIME in encoder and SDPA_CAUSAL not in encoder
     with pytest.raises(
         GnnperfError, match="attn_implementation must be one of eager, sdpa, got 'flash_attention_2'"
     ):

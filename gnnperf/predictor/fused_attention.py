@@ -1,0 +1,106 @@
+"""An sdpa model's step with its attention run by a fused kernel, composed from the eager graph's prediction.
+
+PyTorch's ``scaled_dot_product_attention`` runs attention as one fused kernel on a GPU (flash or memory-efficient),
+which never writes the score matrix (batch x heads x queries x keys). The exported graph holds eager attention
+(:func:`~gnnperf.graph.attention.eager_attention_nodes`: the score and weighted-value MatMuls, the scaling and mask,
+Softmax), and the predictor learned those ops from eager measurements (NeuSight's); at long sequences they are most
+of a prediction and their traffic is what the fused kernel avoids (torchtitan's Llama 3.1 8B at 8,192 tokens:
+``experiments/fsdp``). So the eager ops' predicted time is replaced by a price of the fused kernel, composed, not
+learned:
+
+- its work is the two products' FLOPs; in training the backward pass recomputes the scores (five products where
+  eager attention's backward runs four), 3.5x the forward's FLOPs where a weight product's training step is 3x;
+- causal attention (``is_causal``) skips the score tiles above the diagonal: (S + 1) / 2S of a square score matrix;
+- that work is priced at the rate the predictor gives the same step's weight matrix products (forward FLOPs per
+  predicted ms, its Gemm/MatMul nodes with parameters): the fused kernel is matrix products on the same units,
+  in the same precision, of the same step;
+- never more than the eager ops' own predicted time.
+
+The flash kernels reach less of a device's peak than a large GEMM does, so the composed price leans fast; against
+torchtitan's published step the composed time brackets the measurement where the eager graph's was 1.5x+ above it
+(``experiments/fsdp/README.md``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gnnperf.graph.attention import eager_attention_nodes
+from gnnperf.graph.cost import node_cost
+from gnnperf.graph.ir import OpGraph
+from gnnperf.measure.workload import Workload
+
+__all__ = ["fused_attention", "sdpa_attention"]
+
+# training FLOPs over forward FLOPs: a weight product (forward, input and weight gradients) and flash attention
+# (forward two products; backward the score product again and four gradient products)
+_WEIGHT_TRAIN, _FLASH_TRAIN = 3.0, 3.5
+
+
+def fused_attention(
+    graph: OpGraph, ops_ms: Any, batch_size: int, causal: bool, train: bool
+) -> dict[str, Any] | None:
+    """The fused kernel's composed ms in place of the eager attention ops' predicted ``ops_ms`` (see the module doc).
+
+    Args:
+        graph: the exported (eager) graph.
+        ops_ms: predicted ms of each of ``graph.nodes`` in the step.
+        batch_size: the step's batch.
+        causal: the attention is causal (the fused kernel skips the masked tiles).
+        train: the step is a training step (forward and backward).
+
+    Returns:
+        ``{"eager_ms", "fused_ms", "causal", "rate_tflops", "nodes"}``: the eager ops' predicted ms, the composed ms
+        (at most the eager ms), the weight products' rate it is priced at (TFLOP/s of their step: forward and
+        backward where it trains) and the eager ops (indices into ``graph.nodes``); None where the graph has no eager
+        attention or no weight product to take a rate from.
+    """
+    attention = eager_attention_nodes(graph)
+    if not attention:
+        return None
+    flops, weight_flops, weight_ms = 0.0, 0.0, 0.0
+    for j, node in enumerate(graph.nodes):
+        if node.op_type in ("MatMul", "Gemm") and node.params:
+            weight_flops += node_cost(graph, node, batch_size).mat_flops
+            weight_ms += float(ops_ms[j])
+    inside = {o for j in attention for o in graph.nodes[j].outputs}
+    for j in attention:
+        node = graph.nodes[j]
+        if node.op_type != "MatMul":
+            continue
+        mat = node_cost(graph, node, batch_size).mat_flops
+        # queries x keys: the score product's output, the weighted-value product's first input (the probabilities,
+        # made inside the attention; the score product's operands come from outside it)
+        scores = node.inputs[0] if node.inputs[0] in inside else node.outputs[0]
+        queries, keys = graph.values[scores].shape(batch_size)[-2:]
+        if causal and queries == keys:
+            mat *= (queries + 1) / (2 * queries)
+        flops += mat
+    eager_ms = float(ops_ms[attention].sum())
+    if weight_flops <= 0 or weight_ms <= 0 or eager_ms <= 0:
+        return None
+    weight_passes, flash_passes = (_WEIGHT_TRAIN, _FLASH_TRAIN) if train else (1.0, 1.0)
+    rate = (
+        weight_passes * weight_flops / weight_ms
+    )  # FLOPs per ms the weight products are predicted to run at
+    fused_ms = flash_passes * flops / rate
+    return {
+        "eager_ms": eager_ms,
+        "fused_ms": min(fused_ms, eager_ms),
+        "causal": causal,
+        "rate_tflops": rate / 1e9,
+        "nodes": attention,
+    }
+
+
+def sdpa_attention(
+    graph: OpGraph, ops_ms: Any, workload: Workload, assumptions: tuple[str, ...]
+) -> dict[str, Any] | None:
+    """:func:`fused_attention` for a prediction of ``workload`` whose model reference assumed ``assumptions``: None
+    unless it runs sdpa attention (:data:`~gnnperf.zoo.hf.SDPA_TIME`), causal where it said so."""
+    from gnnperf.zoo.hf import SDPA_CAUSAL, SDPA_TIME
+
+    if SDPA_TIME not in assumptions:
+        return None
+    causal = SDPA_CAUSAL in assumptions
+    return fused_attention(graph, ops_ms, workload.batch_size, causal, train=workload.mode == "train")
