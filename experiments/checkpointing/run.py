@@ -55,28 +55,42 @@ def _rss_mb() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
+def timed(spec, workload, model) -> dict:
+    """One harness measurement of ``model``'s step (SGD with momentum, one thread); raises on a failed one."""
+    from gnnperf.measure.harness import measure
+    from gnnperf.measure.workload import MeasureSettings
+
+    settings = MeasureSettings(
+        warmup=1, min_iters=5, max_iters=20, max_time_s=6.0, target_rel_ci=0.02, threads=THREADS
+    )
+    out = measure(spec, workload, settings, model=model)
+    if out["error"]:
+        raise RuntimeError(out["error"])
+    return out
+
+
+def peak_rise(spec, workload, model) -> dict:
+    """The step's time and how far it raised this process's peak resident size over what it held before."""
+    before = _rss_mb()
+    out = timed(spec, workload, model)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"ms": out["iteration_time_ms"], "peak_rise_mb": peak - before}
+
+
 def child(ref: str, shape: tuple[int, ...], batch: int, mode: str) -> dict:
     """Measurements in this process. ``plain`` / ``checkpointed``: one step's peak resident memory rise (and its
     time); ``timing``: median step times, plain and checkpointed, and of the forward pass, alternated."""
     from gnnperf.graph.checkpointing import library_checkpointing
-    from gnnperf.measure.harness import build_model, measure
-    from gnnperf.measure.workload import MeasureSettings, Workload
+    from gnnperf.measure.harness import build_model
+    from gnnperf.measure.workload import Workload
     from gnnperf.zoo.resolve import resolve
 
     spec = resolve(ref)
     workload = Workload(input_shape=shape, batch_size=batch, optimizer="sgd")
     model = build_model(spec, workload)
-    settings = MeasureSettings(
-        warmup=1, min_iters=5, max_iters=20, max_time_s=6.0, target_rel_ci=0.02, threads=THREADS
-    )
     if mode != "timing":
         library_checkpointing(model, mode == "checkpointed")
-        before = _rss_mb()
-        out = measure(spec, workload, settings, model=model)
-        if out["error"]:
-            raise RuntimeError(out["error"])
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        return {"ms": out["iteration_time_ms"], "peak_rise_mb": peak - before}
+        return peak_rise(spec, workload, model)
     forward = replace(workload, timed="fwd", optimizer="none")
     times: dict[str, list[float]] = {"plain": [], "checkpointed": [], "forward": []}
     for _ in range(REPEATS):
@@ -86,15 +100,13 @@ def child(ref: str, shape: tuple[int, ...], batch: int, mode: str) -> dict:
             ("forward", forward, False),
         ):
             library_checkpointing(model, on)
-            out = measure(spec, w, settings, model=model)
-            if out["error"]:
-                raise RuntimeError(out["error"])
-            times[name].append(out["iteration_time_ms"])
+            times[name].append(timed(spec, w, model)["iteration_time_ms"])
     return {name: float(np.median(v)) for name, v in times.items()} | {"runs": times}
 
 
-def run_child(ref: str, shape: tuple[int, ...], batch: int, mode: str) -> dict:
-    args = [sys.executable, __file__, "--child", json.dumps([ref, list(shape), batch, mode])]
+def run_child(ref: str, shape: tuple[int, ...], batch: int, mode: str, script: str = __file__) -> dict:
+    """``script``'s ``child`` in a fresh process with glibc's mmap threshold fixed."""
+    args = [sys.executable, script, "--child", json.dumps([ref, list(shape), batch, mode])]
     env = {**os.environ, **MALLOC_ENV}
     done = subprocess.run(args, capture_output=True, text=True, check=True, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])

@@ -45,13 +45,16 @@ class _FusedAttention(_TraceOnly):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v):
+    def forward(ctx, q, k, v, outputs: Callable | None = None):
         batch, heads, tokens, _ = q.shape
         # the kernel reads k and v (a view of each, free): the op log then has their gradients made here
         for t in (k, v):
             torch.ops.aten.alias(t)
         out = q.new_empty((batch, tokens, heads, v.shape[-1])).transpose(1, 2)
-        ctx.save_for_backward(q, k, v, out, q.new_empty(q.shape[:-1], dtype=torch.float32))
+        lse = q.new_empty(q.shape[:-1], dtype=torch.float32)
+        ctx.save_for_backward(q, k, v, out, lse)
+        if outputs is not None:  # the kernel's outputs (what selective checkpointing keeps of it)
+            outputs(out, lse)
         return out
 
 
@@ -65,8 +68,9 @@ class _FusedDropout(_TraceOnly):
 
 
 @contextmanager
-def as_on_gpu():
-    """Attention and dropout traced as the fused CUDA kernels run them (see the module docstring)."""
+def as_on_gpu(attention_outputs: Callable | None = None):
+    """Attention and dropout traced as the fused CUDA kernels run them (see the module docstring);
+    ``attention_outputs`` is called with each fused attention's output tensors."""
     sdpa, dropout = F.scaled_dot_product_attention, F.dropout
 
     def attention(query, key, value, *args, **kwargs):  # mask, dropout, scale: no memory
@@ -74,7 +78,7 @@ def as_on_gpu():
             query.dim() != 4
         ):  # the fused kernels take (batch, heads, tokens, dim) only; the math path keeps more
             return sdpa(query, key, value, *args, **kwargs)
-        return _FusedAttention.apply(query, key, value)
+        return _FusedAttention.apply(query, key, value, attention_outputs)
 
     def drop(input, p=0.5, training=True, inplace=False):  # F.dropout's signature
         return _FusedDropout.apply(input) if training and 0 < p < 1 else dropout(input, p, training, inplace)

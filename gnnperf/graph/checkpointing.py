@@ -17,17 +17,45 @@ Inception and MobileNetV3) checkpoints nothing here. A mixture-of-experts layer 
 weights, so for its MoE models (Mixtral, Qwen2/3-MoE, OLMoE, DeepSeek-V3, GPT-OSS, Switch, ...) the blocks found
 are the decoder layers, the modules transformers itself checkpoints (its ``GradientCheckpointingLayer``s).
 
+Selective checkpointing (:data:`SELECTIVE`) is torchtitan's by op (``selective_ac_option = "op"``, its default for
+Llama): the same blocks are checkpointed, but in each the outputs of the matrix products (``aten.mm``), every second
+one excepted, and of fused attention are kept from the forward pass, and only the rest is recomputed
+(:func:`selective_policy`; :func:`selective_checkpointing` applies it with ``torch.utils.checkpoint``, as
+torchtitan's ``checkpoint_wrapper`` does).
+
 The shape-only trace (:class:`gnnperf.graph.saved.ForwardTrace`) attributes what autograd saves, and the forward
-FLOPs, to the block running at the time.
+FLOPs, to the block running at the time, and which outputs a selective policy keeps.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+from typing import Any
+
+import torch
 from torch import nn
 
 from gnnperf.errors import GnnperfError
 
-__all__ = ["checkpoint_blocks", "library_checkpointing"]
+__all__ = [
+    "ATTENTION_OPS",
+    "SELECTIVE",
+    "checkpoint_blocks",
+    "library_checkpointing",
+    "selective_checkpointing",
+    "selective_policy",
+]
+
+SELECTIVE = "selective"
+# the fused attention kernels whose outputs selective checkpointing keeps (torchtitan lists flash and
+# memory-efficient; cuDNN's and the CPU's flash kernel are the same kind)
+ATTENTION_OPS = (
+    torch.ops.aten._scaled_dot_product_flash_attention.default,
+    torch.ops.aten._scaled_dot_product_efficient_attention.default,
+    torch.ops.aten._scaled_dot_product_cudnn_attention.default,
+    torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default,
+)
 
 
 # A block holds at least this many layers with weights of their own: a transformer layer (norms, projections) or a
@@ -75,3 +103,33 @@ def library_checkpointing(model: nn.Module, on: bool) -> None:
         model.set_grad_checkpointing(on)
     else:
         raise GnnperfError(f"{type(model).__name__} has no checkpointing switch of transformers or timm")
+
+
+def selective_policy() -> Callable[..., Any]:
+    """A fresh policy (its own count of matrix products) for one checkpointed call: keep the outputs of the odd-numbered
+    ``aten.mm`` calls and of fused attention, recompute the rest; the recomputation counts again from one."""
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    counts = {False: 0, True: 0}  # by ctx.is_recompute
+
+    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        if func == torch.ops.aten.mm.default:
+            counts[ctx.is_recompute] += 1
+            keep = counts[ctx.is_recompute] % 2 == 1
+        else:
+            keep = func in ATTENTION_OPS
+        return CheckpointPolicy.MUST_SAVE if keep else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def selective_checkpointing(model: nn.Module) -> None:
+    """Checkpoint the blocks of ``model`` (:func:`checkpoint_blocks`) with :func:`selective_policy`, in place (what the
+    selective estimate is checked against, ``experiments/checkpointing``)."""
+    from torch.utils.checkpoint import checkpoint, create_selective_checkpoint_contexts
+
+    def contexts() -> Any:
+        return create_selective_checkpoint_contexts(selective_policy())
+
+    for _, block in checkpoint_blocks(model):
+        block.forward = partial(checkpoint, block.forward, use_reentrant=False, context_fn=contexts)

@@ -54,7 +54,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.checkpointing import checkpoint_blocks
+from gnnperf.graph.checkpointing import SELECTIVE, checkpoint_blocks
 from gnnperf.graph.fsdp import DEFAULT_POLICY, FsdpPolicy, FsdpShards, fsdp_shards
 from gnnperf.graph.input_values import InputValues
 from gnnperf.graph.saved import ForwardTrace, trace_saved
@@ -83,8 +83,9 @@ class Checkpointed:
     """Activation checkpointing of the model's repeated blocks, as traced (:mod:`gnnperf.graph.checkpointing`)."""
 
     blocks: int  # how many modules are checkpointed (0: the model has no repeated blocks)
-    recompute_share: float  # the blocks' share of the forward FLOPs, which the backward pass runs again
+    recompute_share: float  # the share of the forward FLOPs the backward pass runs again
     activations_plain_mb: float  # the saved activations without checkpointing
+    selective: bool = False  # by op (gnnperf.graph.checkpointing.selective_policy), not whole blocks
 
 
 @dataclass(frozen=True)
@@ -185,7 +186,7 @@ def training_memory(
     model_ref: str,
     workload: Workload,
     parallel: str = "dp",
-    checkpointing: bool = False,
+    checkpointing: bool | str = False,
     grad_accum: int = 1,
     fsdp_policy: FsdpPolicy = DEFAULT_POLICY,
     ddp_bucket_view: bool = False,
@@ -196,7 +197,7 @@ def training_memory(
     and ``ddp`` replicate the model on each of ``workload.num_devices``, ``ddp`` with DistributedDataParallel's
     gradient buckets when there is more than one; ``fsdp`` shards it over them (:class:`FsdpShards`). With
     ``checkpointing`` the model's
-    repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`). With ``grad_accum`` > 1 the step sums
+    repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`; ``"selective"``: by op, as torchtitan). With ``grad_accum`` > 1 the step sums
     its gradients over that many forward and backward passes: every pass after the first holds all the gradients
     from its start (``accumulating`` in :meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`; sharded, the
     gradients' shards, reduce-scattered after every pass as FSDP2 does by default). ``fsdp_policy``: with a
@@ -256,8 +257,10 @@ def training_memory(
     backward = workload.timed != "fwd"
     gradients_mb = grad_mb * shard if backward else 0.0
     plain = trace.plain_bytes()
-    activations = trace.checkpointed_bytes() if checkpointing else plain
-    checkpointed = Checkpointed(trace.blocks, trace.recompute_share, plain / _MB) if checkpointing else None
+    selective = checkpointing == SELECTIVE
+    activations = trace.checkpointed_bytes(selective) if checkpointing else plain
+    share = trace.recompute_share(selective)
+    checkpointed = Checkpointed(trace.blocks, share, plain / _MB, selective) if checkpointing else None
     updates = "opt" in workload.timed
     shards = (
         fsdp_shards(gradient_bytes, traced.block_weights, n, grad_accum > 1, fsdp_policy) if fsdp else None
@@ -272,19 +275,30 @@ def training_memory(
     summed_into_held = held_from_start and (not fsdp or not (fsdp_policy.sync_every_pass or mixed))
     at_once = activations
     if backward and shards is None:
-        at_once = trace.backward_peak_bytes(gradient_bytes, checkpointing, accumulating=held_from_start)
+        at_once = trace.backward_peak_bytes(
+            gradient_bytes, checkpointing, accumulating=held_from_start, selective=selective
+        )
     elif backward and grad_accum > 1 and not fsdp_policy.sync_every_pass:
         # every gradient whole from the start, as unsharded (FsdpShards.unsynced_extra_bytes: fp32 under mixed)
         until = shards.until_done_bytes
         at_once = trace.backward_peak_bytes(
-            gradient_bytes, checkpointing, shards.in_block_bytes, accumulating=True, until_done=until
+            gradient_bytes,
+            checkpointing,
+            shards.in_block_bytes,
+            accumulating=True,
+            until_done=until,
+            selective=selective,
         )
         at_once += shards.unsynced_extra_bytes + shards.root_mb * _MB
     elif backward:
         # a block's gradients are its shard once it is done, the root's whole until the backward pass ends
         held = {w: b if w in shards.root_ids else b * shard for w, b in gradient_bytes.items()}
         blocks = trace.backward_peak_bytes(
-            held, checkpointing, shards.in_block_bytes, until_done=shards.until_done_bytes
+            held,
+            checkpointing,
+            shards.in_block_bytes,
+            until_done=shards.until_done_bytes,
+            selective=selective,
         )
         at_once = blocks + shards.root_mb * _MB
         if grad_accum > 1:

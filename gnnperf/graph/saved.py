@@ -14,14 +14,18 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 import torch
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+from torch.utils.checkpoint import CheckpointPolicy
 from torch.utils.flop_counter import FlopCounterMode
 
 from gnnperf.graph.as_on_gpu import CudaAutocast, as_on_gpu
-from gnnperf.graph.checkpointing import checkpoint_blocks
+from gnnperf.graph.checkpointing import checkpoint_blocks, selective_policy
 from gnnperf.graph.gradient_flow import OpLog
 
 __all__ = ["ForwardTrace", "saved_activation_bytes", "trace_saved"]
@@ -66,7 +70,12 @@ class ForwardTrace:
     # (by weight id), and the bytes of the gradients in flight
     gradient_made_at: dict[int, int] = field(default_factory=dict)
     in_flight: list[int] = field(default_factory=list)
+    # per block, the outputs selective checkpointing keeps (gnnperf.graph.checkpointing.selective_policy), and the
+    # forward FLOPs of the products among them (not recomputed)
+    selected: list[dict[int, torch.Tensor]] = field(default_factory=list)
+    selected_flops: int = 0
     _current: int | None = None
+    _policy: Callable[..., Any] | None = None  # the running block's (selective_policy: one per block call)
 
     def _add(self, to: dict[int, torch.Tensor], t: torch.Tensor) -> None:
         """``t``'s storage (the base of a view) into ``to``, unless it is a weight; holding it keeps its id unique."""
@@ -81,6 +90,15 @@ class ForwardTrace:
             self.first_saved.setdefault(id(base), self.saves)
         self.saves += 1
         self._add(self.outside if self._current is None else self.per_block[self._current], t)
+
+    def select(self, *outputs: torch.Tensor, flops: int = 0) -> None:
+        """Record outputs of an op the selective policy keeps, made in the running block (outside one: nothing)."""
+        if self._current is None:
+            return
+        for t in outputs:
+            self.first_saved.setdefault(id(_base(t)), self.saves)
+            self._add(self.selected[self._current], t)
+        self.selected_flops += flops
 
     def copied(self, original: torch.Tensor, copy: torch.Tensor) -> None:
         """Record an autocast copy of ``original``: its gradient is in flight until the cast makes the weight's
@@ -103,6 +121,7 @@ class ForwardTrace:
         in_block: Sequence[int] = (),
         accumulating: bool = False,
         until_done: Sequence[int] = (),
+        selective: bool = False,
     ) -> int:
         """The most saved tensors and gradients (``gradient_bytes``, by weight id) held at once in the backward pass.
 
@@ -115,9 +134,9 @@ class ForwardTrace:
         after the first of an accumulated step, which holds every gradient from its start and adds each new one
         into it (the new one held as it is made, then freed). ``until_done``: bytes held besides from the backward
         pass's start until it is done with each block (FSDP's weights, where it does not reshard them after the
-        forward pass).
+        forward pass). ``selective``: checkpointed selectively, each block also keeps what the policy selected.
         """
-        kept, own = self._checkpointed() if checkpointed else (self._every(), [])
+        kept, own = self._checkpointed(selective) if checkpointed else (self._every(), [])
         freed = [0] * (self.saves + 1)  # by index, bytes freed when the backward pass is back there
         for key, t in kept.items():
             freed[self.first_saved[key]] += t.untyped_storage().nbytes()
@@ -148,21 +167,26 @@ class ForwardTrace:
             every.update(saved)
         return every
 
-    def _checkpointed(self) -> tuple[dict[int, torch.Tensor], list[dict[int, torch.Tensor]]]:
-        """With every block checkpointed: what is kept (saved outside the blocks, the blocks' inputs) and each
-        block's own saved tensors, which its recomputation makes again."""
+    def _checkpointed(
+        self, selective: bool = False
+    ) -> tuple[dict[int, torch.Tensor], list[dict[int, torch.Tensor]]]:
+        """With every block checkpointed: what is kept (saved outside the blocks, the blocks' inputs; ``selective``:
+        and what the policy selected) and each block's own saved tensors, which its recomputation makes again."""
         kept = {**self.outside, **self.inputs}
+        for selected in self.selected if selective else ():
+            kept.update(selected)
         return kept, [{k: t for k, t in saved.items() if k not in kept} for saved in self.per_block]
 
-    def checkpointed_bytes(self) -> int:
-        """Peak saved bytes with every block checkpointed: outside + block inputs + the largest block's own."""
-        kept, own = self._checkpointed()
+    def checkpointed_bytes(self, selective: bool = False) -> int:
+        """Peak saved bytes with every block checkpointed: what is kept + the largest block's own."""
+        kept, own = self._checkpointed(selective)
         return _storage_bytes(kept) + max(map(_storage_bytes, own), default=0)
 
-    @property
-    def recompute_share(self) -> float:
-        """The blocks' share of the forward FLOPs: what a checkpointed backward pass runs again."""
-        return self.block_flops / self.total_flops if self.total_flops else 0.0
+    def recompute_share(self, selective: bool = False) -> float:
+        """The share of the forward FLOPs a checkpointed backward pass runs again: the blocks' (``selective``: but
+        the products the policy kept)."""
+        again = self.block_flops - (self.selected_flops if selective else 0)
+        return again / self.total_flops if self.total_flops else 0.0
 
     @contextmanager
     def hooks(self, model: nn.Module, flops) -> Iterator[ForwardTrace]:
@@ -172,7 +196,7 @@ class ForwardTrace:
 
         def enter(index: int):
             def pre(module, args, kwargs):
-                self._current = index
+                self._current, self._policy = index, selective_policy()
                 start.append(flops.get_total_flops())
                 self.spans[index] = (self.saves, self.saves)
                 for t in (*args, *kwargs.values()):
@@ -189,6 +213,7 @@ class ForwardTrace:
 
         for i, (_, block) in enumerate(checkpoint_blocks(model)):
             self.per_block.append({})
+            self.selected.append({})
             self.spans.append((0, 0))
             handles.append(block.register_forward_pre_hook(enter(i), with_kwargs=True))
             handles.append(block.register_forward_hook(leave, with_kwargs=True))
@@ -198,6 +223,27 @@ class ForwardTrace:
             for h in handles:
                 h.remove()
             self.total_flops = flops.get_total_flops()
+
+
+class _Selected(TorchDispatchMode):
+    """Asks the running block's selective policy of each op, and tells ``trace`` the outputs it keeps (with a matrix
+    product's FLOPs). Fused attention is the trace's own op (:mod:`gnnperf.graph.as_on_gpu`), which reports its
+    outputs itself; the policy keeps them all."""
+
+    forward = SimpleNamespace(is_recompute=False)  # the policy's context: the forward pass
+
+    def __init__(self, trace: ForwardTrace) -> None:
+        super().__init__()
+        self.trace = trace
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        policy = self.trace._policy if self.trace._current is not None else None
+        if policy is not None and policy(self.forward, func, *args) == CheckpointPolicy.MUST_SAVE:
+            mm = func is torch.ops.aten.mm.default
+            flops = 2 * args[0].shape[0] * args[0].shape[1] * args[1].shape[1] if mm else 0
+            self.trace.select(*(t for t in tree_leaves(out) if isinstance(t, torch.Tensor)), flops=flops)
+        return out
 
 
 def trace_saved(
@@ -232,7 +278,9 @@ def trace_saved(
         if by_block:
             flops = stack.enter_context(FlopCounterMode(display=False))
             stack.enter_context(trace.hooks(model, flops))
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), as_on_gpu(), amp, ops:
+            stack.enter_context(_Selected(trace))
+        outputs = trace.select if by_block else None
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), as_on_gpu(outputs), amp, ops:
             out = model(*inputs)
             if loss is not None:
                 loss(out)

@@ -116,9 +116,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--activation-checkpointing",
-        action="store_true",
+        nargs="?",
+        const="full",
+        default=False,
+        choices=["full", "selective"],
         help="checkpoint the model's repeated blocks (transformer layers, residual blocks): the memory estimate keeps "
-        "only their inputs, the time adds their forward pass again (composed, not learned)",
+        "only their inputs, the time adds their forward pass again (composed, not learned); 'selective': by op, as "
+        "torchtitan does, keeping the outputs of every other matrix product and of attention",
     )
     parser.add_argument(
         "--grad-accum",
@@ -259,7 +263,7 @@ def run(args: argparse.Namespace) -> int:
             h2d=args.h2d,
             num_devices=count,
             parallel=args.parallel,
-            activation_checkpointing=args.activation_checkpointing,
+            activation_checkpointing=args.activation_checkpointing == "full" or args.activation_checkpointing,
             grad_accum=args.grad_accum,
             fsdp_param_dtype=args.fsdp_param_dtype,
             fsdp_reshard_after_forward=not args.fsdp_no_reshard,

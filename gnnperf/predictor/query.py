@@ -26,7 +26,9 @@ class Query:
     (:mod:`gnnperf.predictor.parallel`; both composed, not learned).
     ``h2d`` puts the host-to-device copy of the inputs inside the predicted time, as that benchmark timed it.
     ``activation_checkpointing`` checkpoints the model's repeated blocks: the step's memory as traced that way, its
-    time plus the blocks' recomputed forward pass (:mod:`gnnperf.predictor.recompute`, composed, not learned).
+    time plus the blocks' recomputed forward pass (:mod:`gnnperf.predictor.recompute`, composed, not learned);
+    ``"selective"``: by op, as torchtitan does (:mod:`gnnperf.graph.checkpointing`): the blocks keep the outputs of
+    every other matrix product and of attention, and recompute the rest.
     ``fsdp_param_dtype`` (``bf16``, ``fp16``): fully sharded with FSDP2's ``MixedPrecisionPolicy(param_dtype=...,
     reduce_dtype=torch.float32)``: the passes in that type over the ``fp32`` model's shards (weights, gradients,
     optimizer state), the weights gathered in it and the gradients reduce-scattered in fp32.
@@ -57,7 +59,7 @@ class Query:
     h2d: bool = False
     num_devices: int = 1
     parallel: str = "dp"
-    activation_checkpointing: bool = False
+    activation_checkpointing: bool | str = False
     grad_accum: int = 1
     fsdp_param_dtype: str | None = None
     fsdp_reshard_after_forward: bool = True
@@ -69,9 +71,14 @@ class Query:
 
     def __post_init__(self) -> None:
         from gnnperf.errors import GnnperfError
+        from gnnperf.graph.checkpointing import SELECTIVE
         from gnnperf.predictor.parallel import check_parallel
 
         check_parallel(self.parallel)
+        if self.activation_checkpointing not in (False, True, SELECTIVE):
+            raise GnnperfError(
+                f"activation_checkpointing must be True, False or '{SELECTIVE}', got {self.activation_checkpointing!r}"
+            )
         cluster = self.cluster  # checks both fields
         if self.parallel == "dp" and self.num_devices > cluster.gpus_per_machine:
             raise GnnperfError(

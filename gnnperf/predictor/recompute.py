@@ -17,10 +17,14 @@ from gnnperf.predictor.parallel import BACKWARD_SHARE
 FORWARD_SHARE = 1.0 - BACKWARD_SHARE
 
 
-def recompute_row(step_ms: float, blocks: int, recompute_share: float) -> dict[str, Any]:
-    """The ``activation_checkpointing`` entry of a prediction row for a step of ``step_ms`` without it."""
+def recompute_row(
+    step_ms: float, blocks: int, recompute_share: float, selective: bool = False
+) -> dict[str, Any]:
+    """The ``activation_checkpointing`` entry of a prediction row for a step of ``step_ms`` without it (``selective``:
+    by op, :mod:`gnnperf.graph.checkpointing`)."""
     return {
         "blocks": blocks,
+        "selective": selective,
         "recompute_share": recompute_share,
         "recompute_ms": FORWARD_SHARE * recompute_share * step_ms,
         "step_without_ms": step_ms,

@@ -872,3 +872,35 @@ def test_gradient_accumulation_is_one_update_after_its_micro_batches_passes(caps
     assert "epoch of 320 samples: 10 iterations" in out
     assert main([*args, "--grad-accum", "0"]) == 2
     assert "--grad-accum must be at least 1 micro-batch, got 0" in capsys.readouterr().err
+
+
+def test_selective_checkpointing_recomputes_less_than_full_and_is_said(capsys):
+    from gnnperf.cli import main
+
+    llama = (
+        "hf:llama?num_hidden_layers=2&hidden_size=64&intermediate_size=128&num_attention_heads=4"
+        "&num_key_value_heads=2&vocab_size=100&attn_implementation=sdpa"
+    )
+    args = [
+        "predict",
+        llama,
+        "--hardware",
+        "a100-sxm4-40gb",
+        "--batch-size",
+        "2",
+        "--seq-len",
+        "64",
+        "--json",
+    ]
+    rows = {}
+    for policy in ("full", "selective"):
+        assert main([*args, "--activation-checkpointing", policy]) == 0
+        rows[policy] = json.loads(capsys.readouterr().out)
+    full, selective = (rows[p]["activation_checkpointing"] for p in ("full", "selective"))
+    assert selective["selective"] and not full["selective"]
+    assert 0 < selective["recompute_ms"] < full["recompute_ms"]
+    assert rows["full"]["memory"]["activations_mb"] < rows["selective"]["memory"]["activations_mb"]
+    assert main(args[:-1] + ["--activation-checkpointing", "selective"]) == 0
+    assert "selective activation checkpointing (by op) of 2 blocks: +" in capsys.readouterr().out
+    with pytest.raises(GnnperfError, match="activation_checkpointing must be True, False or 'selective'"):
+        Query(llama, "a100-sxm4-40gb", 2, activation_checkpointing="sometimes")

@@ -7,7 +7,13 @@ import torch
 from torch import nn
 
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.checkpointing import checkpoint_blocks, library_checkpointing
+from gnnperf.graph.checkpointing import (
+    ATTENTION_OPS,
+    checkpoint_blocks,
+    library_checkpointing,
+    selective_checkpointing,
+    selective_policy,
+)
 from gnnperf.graph.memory import training_memory
 from gnnperf.graph.saved import trace_saved
 from gnnperf.measure.workload import Workload
@@ -49,7 +55,7 @@ def test_a_checkpointed_step_keeps_the_block_inputs_and_one_block_at_a_time():
     assert trace.plain_bytes() == 3 * row + 3 * 2 * hidden
     # the three block inputs, and one block's two ReLU outputs while it is recomputed
     assert trace.checkpointed_bytes() == 3 * row + 2 * hidden
-    assert trace.blocks == 3 and trace.recompute_share == pytest.approx(1.0)
+    assert trace.blocks == 3 and trace.recompute_share() == pytest.approx(1.0)
 
 
 def test_training_memory_with_checkpointing():
@@ -69,3 +75,67 @@ def test_training_memory_with_checkpointing():
 def test_the_library_switch_needs_a_transformers_or_timm_model():
     with pytest.raises(GnnperfError, match="no checkpointing switch"):
         library_checkpointing(nn.Linear(2, 2), True)
+
+
+def _bare_block() -> nn.Module:  # Linears without bias run as aten.mm, which the selective policy counts
+    return nn.Sequential(
+        nn.Linear(8, 32, bias=False),
+        nn.ReLU(),
+        nn.Linear(32, 32, bias=False),
+        nn.ReLU(),
+        nn.Linear(32, 8, bias=False),
+    )
+
+
+def test_the_selective_policy_keeps_every_odd_product_and_attention():
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    class Ctx:
+        is_recompute = False
+
+    policy, mm, keep = selective_policy(), torch.ops.aten.mm.default, CheckpointPolicy.MUST_SAVE
+    forward = [policy(Ctx, mm) == keep for _ in range(5)]
+    assert forward == [True, False, True, False, True]
+    Ctx.is_recompute = True  # the recomputation counts again from one
+    assert [policy(Ctx, mm) == keep for _ in range(2)] == [True, False]
+    assert policy(Ctx, ATTENTION_OPS[0]) == keep and policy(Ctx, torch.ops.aten.relu.default) != keep
+
+
+def test_selective_checkpointing_leaves_the_gradients_as_they_are():
+    torch.manual_seed(0)
+    plain = nn.Sequential(_bare_block(), _bare_block())
+    checked = nn.Sequential(_bare_block(), _bare_block())
+    checked.load_state_dict(plain.state_dict())
+    selective_checkpointing(checked)
+    x = torch.randn(4, 8)
+    for model in (plain, checked):
+        model(x).square().sum().backward()
+    for a, b in zip(plain.parameters(), checked.parameters(), strict=True):
+        assert torch.allclose(a.grad, b.grad)
+
+
+def test_a_selective_step_also_keeps_what_the_policy_selects():
+    model = nn.Sequential(_bare_block(), _bare_block(), _bare_block())
+    trace = trace_saved(model, (torch.randn(4, 8),), by_block=True)
+    row, hidden = 4 * 8 * 4, 4 * 32 * 4
+    # kept: the block inputs, each block's first product's output (hidden) and its third's (a row: the next block's
+    # input, and the last block's output); recomputed: one block's two ReLU outputs
+    assert trace.checkpointed_bytes(selective=True) == 4 * row + 3 * hidden + 2 * hidden
+    # per block, the products' forward FLOPs 2 x 4 x (8 x 32 + 32 x 32 + 32 x 8); the first and third kept
+    assert trace.recompute_share(selective=True) == pytest.approx(2 / 3)
+    assert trace.recompute_share() == pytest.approx(1.0)
+
+
+def test_selective_checkpointing_of_an_llm_keeps_less_than_none_and_more_than_full():
+    ref = (
+        "hf:llama?num_hidden_layers=2&hidden_size=64&intermediate_size=128&num_attention_heads=4"
+        "&num_key_value_heads=2&vocab_size=100&attn_implementation=sdpa"
+    )
+    workload = Workload(input_shape=(64,), batch_size=2)
+    plain, full, selective = (
+        training_memory(ref, workload, checkpointing=c) for c in (False, True, "selective")
+    )
+    assert full.activations_mb < selective.activations_mb < plain.activations_mb
+    ck = selective.checkpointing
+    assert ck.selective and not full.checkpointing.selective
+    assert 0 < ck.recompute_share < full.checkpointing.recompute_share
