@@ -37,7 +37,8 @@ ATTENTION = ("eager", "sdpa")
 SDPA_TIME = (
     "sdpa attention: predicted from eager attention's graph with its attention ops' time replaced by a fused "
     "kernel's, composed (its matrix products at the rate the step's weight products are predicted to run, the backward "
-    "recomputing the scores; not learned, checked against one published run); the memory as the fused kernels keep it"
+    "recomputing the scores; not learned: checked against one published GPU run and on a CPU); the memory as the fused "
+    "kernels keep it"
 )
 # ... and, for a causal model's self-attention, that the fused kernel skips the masked half of the scores
 SDPA_CAUSAL = (
