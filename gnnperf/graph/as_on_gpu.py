@@ -16,8 +16,10 @@ Three things differ between the meta device and a GPU, and are traced as on the 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from contextlib import contextmanager
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -67,10 +69,20 @@ class _FusedDropout(_TraceOnly):
         return torch.empty_like(x)
 
 
+def attention_flops(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, causal: bool) -> int:
+    """The forward FLOPs of fused attention's two products (scores, weighted values), batch x heads x queries x keys;
+    ``causal``: the tiles on and below the diagonal only, (S + 1) / 2S of a square score matrix."""
+    *lead, queries, width = query.shape
+    keys = key.shape[-2]
+    flops = 2 * math.prod(lead) * queries * keys * (width + value.shape[-1])
+    return flops * (queries + 1) // (2 * queries) if causal and queries == keys else flops
+
+
 @contextmanager
-def as_on_gpu(attention_outputs: Callable | None = None):
+def as_on_gpu(fused_attention: Callable | None = None):
     """Attention and dropout traced as the fused CUDA kernels run them (see the module docstring);
-    ``attention_outputs`` is called with each fused attention's output tensors."""
+    ``fused_attention`` is called with each fused attention's output tensors and its ``flops``
+    (:func:`attention_flops`, which no FLOP counter sees in this op of the trace's own)."""
     sdpa, dropout = F.scaled_dot_product_attention, F.dropout
 
     def attention(query, key, value, *args, **kwargs):  # mask, dropout, scale: no memory
@@ -78,7 +90,11 @@ def as_on_gpu(attention_outputs: Callable | None = None):
             query.dim() != 4
         ):  # the fused kernels take (batch, heads, tokens, dim) only; the math path keeps more
             return sdpa(query, key, value, *args, **kwargs)
-        return _FusedAttention.apply(query, key, value, attention_outputs)
+        if fused_attention is None:
+            return _FusedAttention.apply(query, key, value)
+        causal = bool(kwargs.get("is_causal", args[2] if len(args) > 2 else False))
+        told = partial(fused_attention, flops=attention_flops(query, key, value, causal))
+        return _FusedAttention.apply(query, key, value, told)
 
     def drop(input, p=0.5, training=True, inplace=False):  # F.dropout's signature
         return _FusedDropout.apply(input) if training and 0 < p < 1 else dropout(input, p, training, inplace)

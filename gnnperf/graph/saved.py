@@ -74,6 +74,9 @@ class ForwardTrace:
     # forward FLOPs of the products among them (not recomputed)
     selected: list[dict[int, torch.Tensor]] = field(default_factory=list)
     selected_flops: int = 0
+    # fused attention's forward FLOPs (the trace's own op, which the FLOP counter does not see): all, and in blocks
+    attention_flops: int = 0
+    block_attention_flops: int = 0
     _current: int | None = None
     _policy: Callable[..., Any] | None = None  # the running block's (selective_policy: one per block call)
 
@@ -99,6 +102,13 @@ class ForwardTrace:
             self.first_saved.setdefault(id(_base(t)), self.saves)
             self._add(self.selected[self._current], t)
         self.selected_flops += flops
+
+    def fused_attention(self, *outputs: torch.Tensor, flops: int) -> None:
+        """Record a fused attention: its FLOPs, and its outputs, which the selective policy keeps."""
+        self.attention_flops += flops
+        if self._current is not None:
+            self.block_attention_flops += flops
+        self.select(*outputs, flops=flops)
 
     def copied(self, original: torch.Tensor, copy: torch.Tensor) -> None:
         """Record an autocast copy of ``original``: its gradient is in flight until the cast makes the weight's
@@ -185,8 +195,9 @@ class ForwardTrace:
     def recompute_share(self, selective: bool = False) -> float:
         """The share of the forward FLOPs a checkpointed backward pass runs again: the blocks' (``selective``: but
         the products the policy kept)."""
-        again = self.block_flops - (self.selected_flops if selective else 0)
-        return again / self.total_flops if self.total_flops else 0.0
+        total = self.total_flops + self.attention_flops
+        again = self.block_flops + self.block_attention_flops - (self.selected_flops if selective else 0)
+        return again / total if total else 0.0
 
     @contextmanager
     def hooks(self, model: nn.Module, flops) -> Iterator[ForwardTrace]:
@@ -279,8 +290,8 @@ def trace_saved(
             flops = stack.enter_context(FlopCounterMode(display=False))
             stack.enter_context(trace.hooks(model, flops))
             stack.enter_context(_Selected(trace))
-        outputs = trace.select if by_block else None
-        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), as_on_gpu(outputs), amp, ops:
+        attention = trace.fused_attention if by_block else None
+        with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), as_on_gpu(attention), amp, ops:
             out = model(*inputs)
             if loss is not None:
                 loss(out)

@@ -17,7 +17,7 @@ learned:
 - never more than the eager ops' own predicted time.
 
 The flash kernels reach less of a device's peak than a large GEMM does, so the composed price leans fast; against
-torchtitan's published step the composed time is 0.65-1.05 of the measurement where the eager graph's was 1.5x+ above
+torchtitan's published step the composed time is 0.64-1.04 of the measurement where the eager graph's was 1.5x+ above
 it (``experiments/fsdp``); on a CPU, where PyTorch runs sdpa as its own flash kernel, the predicted speed-up over eager
 attention followed the measured one from 256 to 2,048 tokens (``experiments/fused_attention``).
 """

@@ -139,3 +139,32 @@ def test_selective_checkpointing_of_an_llm_keeps_less_than_none_and_more_than_fu
     ck = selective.checkpointing
     assert ck.selective and not full.checkpointing.selective
     assert 0 < ck.recompute_share < full.checkpointing.recompute_share
+
+
+def test_fused_attention_counts_its_products_flops_which_a_selective_step_keeps():
+    from gnnperf.graph.as_on_gpu import attention_flops
+
+    q, k, v = torch.empty(2, 4, 16, 8), torch.empty(2, 4, 16, 8), torch.empty(2, 4, 16, 8)
+    assert attention_flops(q, k, v, causal=False) == 2 * 2 * 4 * 16 * 16 * (8 + 8)
+    assert attention_flops(q, k, v, causal=True) == 2 * 2 * 4 * 16 * 16 * 16 * 17 // 32
+
+    class Attend(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(32, 96, bias=False)
+            self.out = nn.Linear(32, 32, bias=False)
+
+        def forward(self, x):
+            q, k, v = self.qkv(x).view(2, 16, 3, 4, 8).permute(2, 0, 3, 1, 4)
+            a = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return self.out(a.transpose(1, 2).reshape(2, 16, 32))
+
+    block = lambda: nn.Sequential(Attend(), nn.ReLU(), Attend())  # noqa: E731
+    trace = trace_saved(nn.Sequential(block(), block()), (torch.randn(2, 16, 32),), by_block=True)
+    attention = 4 * attention_flops(q, k, v, causal=True)  # two blocks of two
+    assert trace.attention_flops == trace.block_attention_flops == attention
+    products = 2 * 2 * (2 * 32 * 32 * (96 + 32))  # two blocks of two Attends: the qkv and out products
+    assert trace.recompute_share() == pytest.approx(1.0)
+    # kept: the odd products (each Attend's qkv: the first and third of a block) and the attentions
+    kept = 2 * 2 * (2 * 32 * 32 * 96) + attention
+    assert trace.recompute_share(selective=True) == pytest.approx(1 - kept / (products + attention))
