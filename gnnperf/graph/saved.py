@@ -70,9 +70,11 @@ class ForwardTrace:
     # (by weight id), and the bytes of the gradients in flight
     gradient_made_at: dict[int, int] = field(default_factory=dict)
     in_flight: list[int] = field(default_factory=list)
-    # per block, the outputs selective checkpointing keeps (gnnperf.graph.checkpointing.selective_policy), and the
-    # forward FLOPs of the products among them (not recomputed)
+    # per block, the outputs selective checkpointing keeps (gnnperf.graph.checkpointing.selective_policy), the save
+    # index each was made at (where autograd saves it too, first_saved rules), and the forward FLOPs of the ops that
+    # made them (products, fused attention: not recomputed)
     selected: list[dict[int, torch.Tensor]] = field(default_factory=list)
+    selected_at: dict[int, int] = field(default_factory=dict)
     selected_flops: int = 0
     # fused attention's forward FLOPs (the trace's own op, which the FLOP counter does not see): all, and in blocks
     attention_flops: int = 0
@@ -99,7 +101,7 @@ class ForwardTrace:
         if self._current is None:
             return
         for t in outputs:
-            self.first_saved.setdefault(id(_base(t)), self.saves)
+            self.selected_at.setdefault(id(_base(t)), self.saves)
             self._add(self.selected[self._current], t)
         self.selected_flops += flops
 
@@ -149,7 +151,7 @@ class ForwardTrace:
         kept, own = self._checkpointed(selective) if checkpointed else (self._every(), [])
         freed = [0] * (self.saves + 1)  # by index, bytes freed when the backward pass is back there
         for key, t in kept.items():
-            freed[self.first_saved[key]] += t.untyped_storage().nbytes()
+            freed[self.first_saved.get(key, self.selected_at.get(key))] += t.untyped_storage().nbytes()
         made = [0] * (self.saves + 1)
         for weight, nbytes in gradient_bytes.items():
             made[self.gradient_made_at.get(weight, self.saves)] += nbytes
@@ -194,7 +196,7 @@ class ForwardTrace:
 
     def recompute_share(self, selective: bool = False) -> float:
         """The share of the forward FLOPs a checkpointed backward pass runs again: the blocks' (``selective``: but
-        the products the policy kept)."""
+        the ops whose outputs the policy kept)."""
         total = self.total_flops + self.attention_flops
         again = self.block_flops + self.block_attention_flops - (self.selected_flops if selective else 0)
         return again / total if total else 0.0
