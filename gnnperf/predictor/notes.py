@@ -6,7 +6,8 @@ from __future__ import annotations
 # an hf model built with eager attention (the reference's default, what the predictor learned)
 EAGER_ATTENTION_NOTE = (
     "eager attention keeps each layer's attention matrix for the backward pass; sdpa, transformers' default where "
-    "the model has it (&attn_implementation=sdpa in the reference), keeps none and runs as one fused kernel (its time composed so)"
+    "the model has it (&attn_implementation=sdpa in the reference), keeps none and runs as one fused kernel (its "
+    "time composed so)"
 )
 
 
