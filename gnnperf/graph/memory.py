@@ -198,8 +198,9 @@ def training_memory(
     gradient buckets when there is more than one; ``fsdp`` shards it over them (:class:`FsdpShards`). With
     ``checkpointing`` the model's repeated blocks are checkpointed (:mod:`gnnperf.graph.checkpointing`;
     ``"selective"``: by op, as torchtitan does). With ``grad_accum`` > 1 the step sums its gradients over that many
-    forward and backward passes: every pass after the first holds all the gradients from its start (``accumulating`` in :meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`; sharded, the
-    gradients' shards, reduce-scattered after every pass as FSDP2 does by default). ``fsdp_policy``: with a
+    forward and backward passes: every pass after the first holds all the gradients from its start (``accumulating``
+    in :meth:`~gnnperf.graph.saved.ForwardTrace.backward_peak_bytes`; sharded, the gradients' shards,
+    reduce-scattered after every pass as FSDP2 does by default). ``fsdp_policy``: with a
     ``param_dtype`` (:class:`FsdpPolicy`), FSDP2's mixed precision over an fp32 model: the trace runs in that type,
     the shards (weights, gradients, optimizer state) are fp32, and the gradients are cast to fp32 for their
     reduce-scatter; without ``reshard_after_forward``, the blocks' weights stay gathered until their backward pass;
