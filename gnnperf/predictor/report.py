@@ -245,7 +245,8 @@ def print_comparison(rows: list[dict]) -> None:
     batch = f"{batch}{devices}, " if batch else ""
     layout = ", channels_last" if first["memory_format"] == "channels_last" else ""
     what = first["model"] if len(models) == 1 else f"{len(models)} models"
-    checkpointed = ", activation checkpointing" if "activation_checkpointing" in first else ""
+    ck = first.get("activation_checkpointing")
+    checkpointed = f", {'selective ' if ck['selective'] else ''}activation checkpointing" if ck else ""
     k = first.get("grad_accum", 1)
     accumulated = f", gradients of {k} micro-batches per update" if k > 1 else ""
     title = f"{what}: {batch}{_precision(first)}{layout}, {first['timed']}{checkpointed}{accumulated}"
@@ -299,9 +300,13 @@ def print_comparison(rows: list[dict]) -> None:
     if any(r["num_devices"] > 1 for r in rows):
         notes.append(parallel_note(max(rows, key=lambda r: r["num_devices"]), one=False))
     if checkpointed:
+        again = (
+            "what its blocks do not keep of their forward pass"
+            if ck["selective"]
+            else "its blocks' forward pass"
+        )
         notes.append(
-            "activation checkpointing: each step plus its blocks' forward pass again (composed, not learned; "
-            "--json gives the parts)"
+            f"activation checkpointing: each step plus {again} again (composed, not learned; --json gives the parts)"
         )
         none = [
             m
