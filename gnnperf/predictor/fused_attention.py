@@ -11,9 +11,9 @@ learned:
 - its work is the two products' FLOPs; in training the backward pass recomputes the scores (five products where
   eager attention's backward runs four), 3.5x the forward's FLOPs where a weight product's training step is 3x;
 - causal attention (``is_causal``) skips the score tiles above the diagonal: (S + 1) / 2S of a square score matrix;
-- that work is priced at the rate the predictor gives the same step's weight matrix products (forward FLOPs per
-  predicted ms, its Gemm/MatMul nodes with parameters): the fused kernel is matrix products on the same units,
-  in the same precision, of the same step;
+- that work is priced at the rate the predictor gives the same step's weight matrix products (their FLOPs, forward
+  and backward where it trains, per predicted ms of its Gemm/MatMul nodes with parameters): the fused kernel is
+  matrix products on the same units, in the same precision, of the same step;
 - never more than the eager ops' own predicted time.
 
 The flash kernels reach less of a device's peak than a large GEMM does, so the composed price leans fast; against
