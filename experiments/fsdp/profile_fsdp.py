@@ -83,7 +83,14 @@ def main() -> None:
     parser.add_argument(
         "--shard-devices", type=int, help="hybrid sharding over groups of this many (HYBRID_RUNS)"
     )
-    parser.add_argument("--checkpointing", action="store_true", help="activation checkpointing (POLICY_RUNS)")
+    parser.add_argument(
+        "--checkpointing",
+        nargs="?",
+        const=True,
+        default=False,
+        choices=[True, "selective"],
+        help="activation checkpointing (POLICY_RUNS); selective: by op",
+    )
     args = parser.parse_args()
     mixed = args.param_dtype
     policy = FsdpPolicy(mixed, reshard_after_forward=not args.no_reshard, shard_devices=args.shard_devices)
@@ -144,7 +151,9 @@ def main() -> None:
     )
     what += " (reshard_after_forward=False)" * (not policy.reshard_after_forward)
     what += f" (hybrid: shards of {args.shard_devices} devices)" * bool(args.shard_devices)
-    what += " (activation checkpointing)" * args.checkpointing
+    what += f" ({'selective ' if args.checkpointing == 'selective' else ''}activation checkpointing)" * bool(
+        args.checkpointing
+    )
     args.out.write_text(json.dumps({"what": what, "rows": rows}, indent=1) + "\n")
 
 

@@ -133,7 +133,7 @@ def fsdp_live_peak_mb(
     reshard_after_forward: bool = True,
     sync_every_pass: bool = True,
     shard_devices: int | None = None,
-    checkpointing: bool = False,
+    checkpointing: bool | str = False,
 ) -> dict[str, float]:
     """:func:`live_peak_mb` of the first of ``processes`` CPU processes (``torchrun``, gloo) training ``ref``
     sharded with PyTorch's FSDP2 ``fully_shard`` as :class:`gnnperf.graph.fsdp.FsdpShards` assumes (each repeated
@@ -147,7 +147,8 @@ def fsdp_live_peak_mb(
     ``sync_every_pass`` False: ``set_requires_gradient_sync(False)`` for every pass but the last. ``shard_devices``:
     hybrid sharding, ``fully_shard`` over a 2-D mesh of ``processes / shard_devices`` replicas x ``shard_devices``.
     ``checkpointing``: the model library's activation checkpointing of its blocks on, before they are sharded
-    (:func:`~gnnperf.graph.checkpointing.library_checkpointing`).
+    (:func:`~gnnperf.graph.checkpointing.library_checkpointing`); ``"selective"``: the blocks checkpointed by op
+    (:func:`~gnnperf.graph.checkpointing.selective_checkpointing`).
 
     Raises:
         RuntimeError: every run failed (the last one's error output).
@@ -166,7 +167,7 @@ def ddp_live_peak_mb(
     accumulate: int = 1,
     sync_every_pass: bool = True,
     bucket_view: bool = False,
-    checkpointing: bool = False,
+    checkpointing: bool | str = False,
 ) -> dict[str, float]:
     """:func:`fsdp_live_peak_mb` with ``torch.nn.parallel.DistributedDataParallel`` (25 MB buckets), profiled after
     two unprofiled steps (DDP rebuilds its buckets in the second); ``sync_every_pass`` False: every pass but the last
@@ -185,7 +186,7 @@ def _launch(
     attempts: int,
     accumulate: int,
     sync_every_pass: bool,
-    checkpointing: bool,
+    checkpointing: bool | str,
     options: list[str],
 ) -> dict[str, float]:
     """Run :func:`_distributed_process` on ``processes`` CPU processes until one run's profile passes its check."""
@@ -203,7 +204,7 @@ def _launch(
             str(out),
             str(accumulate),
             str(int(sync_every_pass)),
-            str(int(checkpointing)),
+            checkpointing if isinstance(checkpointing, str) else str(int(checkpointing)),
             *options,
         ]
         for _ in range(attempts):
@@ -223,21 +224,23 @@ def _distributed_process(
     out: Path,
     accumulate: int,
     sync_every_pass: bool,
-    checkpointing: bool,
+    checkpointing: bool | str,
     options: list[str],
 ) -> None:
     """One process of :func:`fsdp_live_peak_mb`'s or :func:`ddp_live_peak_mb`'s run (``parallel``); the first writes
     its live tensors at their most to ``out``."""
     import torch.distributed as dist
 
-    from gnnperf.graph.checkpointing import library_checkpointing
+    from gnnperf.graph.checkpointing import SELECTIVE, library_checkpointing, selective_checkpointing
     from gnnperf.zoo.resolve import resolve
 
     dist.init_process_group("gloo")
     spec = resolve(ref)
     torch.manual_seed(0)
     model = spec.build()
-    if checkpointing:
+    if checkpointing == SELECTIVE:
+        selective_checkpointing(model)
+    elif checkpointing:
         library_checkpointing(model, True)
     if parallel == "ddp":
         model = nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=options[0] == "1")
@@ -291,5 +294,5 @@ def _fully_sharded(model: nn.Module, param_dtype: str | None, reshard: bool, sha
 if __name__ == "__main__":  # a process of fsdp_live_peak_mb's or ddp_live_peak_mb's run
     _distributed_process(
         sys.argv[1], sys.argv[2], tuple(int(v) for v in sys.argv[3].split(",")), int(sys.argv[4]), Path(sys.argv[5]),
-        int(sys.argv[6]), sys.argv[7] == "1", sys.argv[8] == "1", sys.argv[9:],
+        int(sys.argv[6]), sys.argv[7] == "1", {"0": False, "1": True}.get(sys.argv[8], sys.argv[8]), sys.argv[9:],
     )  # fmt: skip
