@@ -160,8 +160,8 @@ def checkpointing_note(ck: dict) -> str:
     """What activation checkpointing adds to a step (:mod:`gnnperf.predictor.recompute`)."""
     if not ck["blocks"]:
         return "activation checkpointing: no repeated blocks found in the model, so nothing is checkpointed"
-    kind = "selective activation checkpointing (by op)" if ck.get("selective") else "activation checkpointing"
-    again = "what they do not keep of their forward pass" if ck.get("selective") else "their forward pass"
+    kind = "selective activation checkpointing (by op)" if ck["selective"] else "activation checkpointing"
+    again = "what they do not keep of their forward pass" if ck["selective"] else "their forward pass"
     return (
         f"{kind} of {ck['blocks']} blocks: +{ck['recompute_ms']:.2f} ms recomputing {again} "
         f"({ck['recompute_share']:.0%} of the forward FLOPs; composed, not learned: experiments/checkpointing); "

@@ -10,22 +10,23 @@ the measured plain step came within -5% to +11% of the measured checkpointed one
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gnnperf.predictor.parallel import BACKWARD_SHARE
+
+if TYPE_CHECKING:
+    from gnnperf.graph.memory import Checkpointed
 
 FORWARD_SHARE = 1.0 - BACKWARD_SHARE
 
 
-def recompute_row(
-    step_ms: float, blocks: int, recompute_share: float, selective: bool = False
-) -> dict[str, Any]:
-    """The ``activation_checkpointing`` entry of a prediction row for a step of ``step_ms`` without it (``selective``:
-    by op, :mod:`gnnperf.graph.checkpointing`)."""
+def recompute_row(step_ms: float, checkpointed: Checkpointed) -> dict[str, Any]:
+    """The ``activation_checkpointing`` entry of a prediction row for a step of ``step_ms`` without it, checkpointed
+    as traced (``selective``: by op, :mod:`gnnperf.graph.checkpointing`)."""
     return {
-        "blocks": blocks,
-        "selective": selective,
-        "recompute_share": recompute_share,
-        "recompute_ms": FORWARD_SHARE * recompute_share * step_ms,
+        "blocks": checkpointed.blocks,
+        "selective": checkpointed.selective,
+        "recompute_share": checkpointed.recompute_share,
+        "recompute_ms": FORWARD_SHARE * checkpointed.recompute_share * step_ms,
         "step_without_ms": step_ms,
     }

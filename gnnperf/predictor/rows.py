@@ -78,10 +78,7 @@ def time_row(
     passes = query.passes_precision
     row["precision_predicted_as"] = workload.precision if workload.precision != passes else None
     if checkpointed is not None:  # the step, then the blocks' forward pass again
-        share = checkpointed.recompute_share
-        row["activation_checkpointing"] = recompute_row(
-            ms, checkpointed.blocks, share, checkpointed.selective
-        )
+        row["activation_checkpointing"] = recompute_row(ms, checkpointed)
         row["iteration_time_ms"] += row["activation_checkpointing"]["recompute_ms"]
         row["interval_ms"] = [v * row["iteration_time_ms"] / ms for v in row["interval_ms"]]
     if query.parallel != "dp":
