@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
+    from gnnperf.graph.ir import OpGraph
     from gnnperf.hardware.table import HardwareSpec
     from gnnperf.measure.workload import Workload
 
 from gnnperf.predictor.epoch import epoch_estimate  # noqa: F401 - part of this module's API
-from gnnperf.predictor.query import Query
+from gnnperf.predictor.query import Query, channels_last_matters
 
 DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
 # Trained on every real source (experiments/all_sources); its model card sits beside it.
@@ -265,7 +266,7 @@ class Predictor:
         from gnnperf.predictor.breakdown import op_fields
         from gnnperf.predictor.coverage import same_rate_precision
         from gnnperf.predictor.floors import DEVICE, UPDATE, Floors
-        from gnnperf.predictor.fused_attention import sdpa_attention
+        from gnnperf.predictor.fused_attention import sdpa_steps
         from gnnperf.predictor.model import predict_samples
         from gnnperf.predictor.rows import time_row
         from gnnperf.zoo.resolve import resolve_hf
@@ -277,6 +278,7 @@ class Predictor:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
         trained_on = self.info.get("trained_on", {})
         items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
+        item_steps: list[tuple[OpGraph, Workload]] = []  # each item's (graph, workload)
         bare: list[Workload | None] = []  # an accumulated step's pass without the update, where it times one
         assumed = {q.model: m.assumptions for q in queries if (m := resolve_hf(q.model)) is not None}
         for q in queries:
@@ -296,7 +298,7 @@ class Predictor:
                 )
             # the harness converts 4-D/5-D inputs and weights only: without any, channels_last times the contiguous
             # step, so it is predicted as one (the network would read the flag as a layout change)
-            moot = q.memory_format == "channels_last" and not _has_channels_last_tensors(graph)
+            moot = q.memory_format == "channels_last" and not channels_last_matters(graph)
             layout_moot.append(moot)
             precision = same_rate_precision(trained_on, q.passes_precision, spec) or q.passes_precision
             # DDP and FSDP: the network predicts one device's step, parallel_row adds the collectives
@@ -310,6 +312,7 @@ class Predictor:
             )
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
+            item_steps.append((graph, workload))
             updates = q.grad_accum > 1 and workload.timed == "fwd+bwd+opt"
             bare.append(replace(workload, optimizer="none", timed="fwd+bwd") if updates else None)
         # the steps the asked ones are capped or floored at: items after the asked ones, each step once
@@ -320,6 +323,7 @@ class Predictor:
             if key not in index:
                 index[key] = len(items)
                 items.append(self._item(graph, spec, workload, features))
+                item_steps.append((graph, workload))
             return index[key]
 
         # the larger batches each prediction is capped at (a step's workload at batch 1 stands for it at every batch)
@@ -350,6 +354,10 @@ class Predictor:
                 f"a per-op breakdown needs a readout with per-op terms (additive, roofline*, opcost); {self.path} "
                 f"uses the {self.hparams.get('readout')} readout"
             )
+        # an sdpa model's attention as the fused kernel, in every step before one caps or floors another
+        by_ref = {g.model_ref: assumed.get(q.model, ()) for q, (g, _, _) in zip(queries, graphs, strict=True)}
+        fused, saved = sdpa_steps(item_steps, node_ms, by_ref)
+        eager_ms, all_ms = all_ms, all_ms - saved
         capped = cap_at_larger(all_ms, ladders)
         item_ms = [c[0] for c in capped] + [float(v) for v in all_ms[len(graphs) :]]  # asked ones as capped
         floored = floors.resolve(item_ms)
@@ -358,14 +366,15 @@ class Predictor:
             cap_batch = capped[i][1]
             ms, floor, least = floored[i]
             assumptions = assumed.get(queries[i].model, ())
-            # each op's time in the step (a capped step's scaled alike: they are the asked batch's)
+            # each op's time in the step, the eager attention ops' as fused (a capped step's scaled alike: they
+            # are the asked batch's)
             ops_ms = None if node_ms is None else node_ms[i] * (ms / all_ms[i])
-            fused = None if ops_ms is None else sdpa_attention(graph, ops_ms, workload, assumptions)
-            saved = 0.0 if fused is None else fused["eager_ms"] - fused["fused_ms"]
+            if fused[i] is not None:
+                ops_ms[fused[i].pop("nodes")] *= fused[i]["fused_ms"] / fused[i]["eager_ms"]
             row = time_row(
-                self, queries[i], graph, spec, workload, ms - saved, u=items[i].u[0],
+                self, queries[i], graph, spec, workload, ms, u=items[i].u[0],
                 assumptions=assumptions, layout_moot=layout_moot[i], checkpointed=checkpointed[i],
-                bare_ms=None if bare_items[i] is None else floored[bare_items[i]][0] - saved,
+                bare_ms=None if bare_items[i] is None else floored[bare_items[i]][0],
             )  # fmt: skip
             row["capped_at_batch"] = cap_batch
             if cap_batch is not None:
@@ -379,21 +388,13 @@ class Predictor:
                 row["unseen_op_share"] = float(share[i])
                 row["fallback_baseline"] = self.fallback.name
                 row["gnn_iteration_time_ms"] = float(gnn_ms[i])
-            if fused is not None:
-                ops_ms[fused.pop("nodes")] *= fused["fused_ms"] / fused["eager_ms"]
-                row["fused_attention"] = fused | {"eager_step_ms": ms}
+            if fused[i] is not None:
+                row["fused_attention"] = fused[i] | {"eager_step_ms": float(eager_ms[i])}
             if ops_ms is not None and breakdown:
-                row |= op_fields(graph, ops_ms, ms - saved, breakdown)
+                row |= op_fields(graph, ops_ms, ms, breakdown)
             factor = self.calibration.get(calibration_key(row)) if calibrated else None
             if factor is not None:
                 scale(row, factor)
                 row["calibration_factor"] = factor
             out.append(row)
         return out
-
-
-def _has_channels_last_tensors(graph) -> bool:
-    """Whether ``channels_last`` changes anything for ``graph``: a 4-D/5-D input, or convolution weights."""
-    return len(graph.input_shape) in (3, 4) or any(
-        n.op_type in ("Conv", "ConvTranspose") for n in graph.nodes
-    )

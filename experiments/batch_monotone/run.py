@@ -40,7 +40,7 @@ MODELS = [
     "timm:convnext_tiny",
     "timm:mobilenetv3_large_100",
     "torchvision:densenet121",
-    "hf:../shared/external/neusight/data/DLmodel_configs/bert.json",
+    "hf:../shared/external/neusight/data/DLmodel_configs/bert.json?attn_implementation=eager",
 ]
 GPUS = ["a100-sxm4-40gb", "h100-sxm", "rtx-3090", "v100-sxm2-16gb", "t4", "h200"]
 PRECISIONS = ["fp32", "amp_fp16"]

@@ -32,9 +32,12 @@ import numpy as np
 # (reference, per-sample input shape, batch): dropout off where the config has it, so that the CPU's dropout (a
 # noise tensor of the input's type) and the estimate's (the GPU kernel's one-byte mask) do not differ
 MODELS = [
-    ("hf:gpt2?class=GPT2LMHeadModel&n_layer=6&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0", (256,), 2),
-    ("hf:bert?class=BertForMaskedLM&num_hidden_layers=6&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (256,), 2),
-    ("hf:llama?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&num_attention_heads=8"
+    ("hf:gpt2?attn_implementation=eager&class=GPT2LMHeadModel&n_layer=6&resid_pdrop=0&embd_pdrop=0"
+     "&attn_pdrop=0", (256,), 2),
+    ("hf:bert?attn_implementation=eager&class=BertForMaskedLM&num_hidden_layers=6&hidden_dropout_prob=0"
+     "&attention_probs_dropout_prob=0", (256,), 2),
+    ("hf:llama?attn_implementation=eager&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+     "&num_attention_heads=8"
      "&num_key_value_heads=8&vocab_size=32000", (256,), 4),
     ("timm:vit_small_patch16_224", (3, 224, 224), 8),
     ("timm:resnet50", (3, 224, 224), 8),

@@ -96,7 +96,7 @@ def main() -> None:
     labels = pd.read_csv(args.neusight / "e2e_labels_index.csv")
     predictor = Predictor.from_checkpoint(args.checkpoint)
     config = (args.neusight / "data" / "DLmodel_configs" / "gpt2_large.json").resolve()
-    model = f"hf:{config}"
+    model = f"hf:{config}?attn_implementation=eager"
     dp = labels[(labels.model == "gpt2_large") & (labels.option == "dp4")].iloc[0]
     measured, n = float(dp.e2e_latency_ms), 4
     base = Query(model, "a100-sxm4-40gb", 1, input_shape=(int(dp.seqlen),), timed="fwd+bwd", optimizer="none")

@@ -40,17 +40,20 @@ from gnnperf.measure.live_tensors import fsdp_live_peak_mb
 from gnnperf.measure.workload import Workload
 
 GPT2 = (
-    "hf:gpt2?class=GPT2LMHeadModel&n_layer=4&n_embd=512&n_head=8&vocab_size=32000&resid_pdrop=0&embd_pdrop=0"
+    "hf:gpt2?attn_implementation=eager&class=GPT2LMHeadModel&n_layer=4&n_embd=512&n_head=8"
+    "&vocab_size=32000&resid_pdrop=0&embd_pdrop=0"
     "&attn_pdrop=0"
 )
 LLAMA = (
-    "hf:llama?class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+    "hf:llama?attn_implementation=eager&class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512"
+    "&intermediate_size=1408"
     "&num_attention_heads=8&num_key_value_heads=8&vocab_size=32000"
 )
 # an encoder-decoder (its encoder's and decoder's layers all units) and a mixture of experts (traced with balanced
 # routing, run with its router's)
 T5 = (
-    "hf:t5?class=T5ForConditionalGeneration&num_layers=2&d_model=256&d_ff=512&num_heads=4&vocab_size=8000"
+    "hf:t5?attn_implementation=eager&class=T5ForConditionalGeneration&num_layers=2&d_model=256&d_ff=512"
+    "&num_heads=4&vocab_size=8000"
     "&dropout_rate=0"
 )
 MIXTRAL = (

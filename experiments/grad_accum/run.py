@@ -47,8 +47,10 @@ from gnnperf.zoo.resolve import resolve
 # (reference, per-sample input shape, batch); dropout off, so that the CPU's dropout (a noise tensor of the input's
 # type) and the estimate's (the GPU kernel's one-byte mask) do not differ
 MODELS = [
-    ("hf:gpt2?class=GPT2LMHeadModel&n_layer=4&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0", (256,), 2),
-    ("hf:llama?class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+    ("hf:gpt2?attn_implementation=eager&class=GPT2LMHeadModel&n_layer=4&resid_pdrop=0&embd_pdrop=0"
+     "&attn_pdrop=0", (256,), 2),
+    ("hf:llama?attn_implementation=eager&class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512"
+     "&intermediate_size=1408"
      "&num_attention_heads=8&vocab_size=32000", (256,), 2),
     ("timm:vit_small_patch16_224", (3, 224, 224), 4),
     ("timm:resnet50", (3, 160, 160), 4),
@@ -56,7 +58,8 @@ MODELS = [
 K = 4
 REPEATS = 5
 LLAMA = (
-    "hf:llama?class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+    "hf:llama?attn_implementation=eager&class=LlamaForCausalLM&num_hidden_layers=4&hidden_size=512"
+    "&intermediate_size=1408"
     "&num_attention_heads=8&vocab_size=32000"
 )
 # (reference, per-sample input shape, batch): the peak at a later pass's start (LLaMA, GPT-2), at the end of the
@@ -71,7 +74,8 @@ NO_SYNC_RUNS = [(LLAMA, (256,), 4), (LLAMA, (64,), 1), (MODELS[0][0], (256,), 4)
 # a tied embedding at batch 1, where the peak is the end of the backward pass (its two gradients summed)
 TIED_RUNS = [
     (MODELS[0][0], (64,), 1),
-    ("hf:bert?class=BertForMaskedLM&num_hidden_layers=2&hidden_size=256&intermediate_size=512"
+    ("hf:bert?attn_implementation=eager&class=BertForMaskedLM&num_hidden_layers=2&hidden_size=256"
+     "&intermediate_size=512"
      "&num_attention_heads=4&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (64,), 1),
 ]  # fmt: skip
 

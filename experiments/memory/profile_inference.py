@@ -29,7 +29,8 @@ LLAMA = (
 MODELS = [
     ("timm:resnet50", (3, 224, 224), 8, "fp32"), ("timm:densenet121", (3, 224, 224), 8, "fp32"),
     ("timm:convnext_tiny", (3, 224, 224), 8, "fp32"), ("timm:vit_small_patch16_224", (3, 224, 224), 8, "fp32"),
-    ("hf:gpt2?class=GPT2LMHeadModel&n_layer=4&n_embd=512&n_head=8&vocab_size=32000", (256,), 4, "fp32"),
+    ("hf:gpt2?attn_implementation=eager&class=GPT2LMHeadModel&n_layer=4&n_embd=512&n_head=8"
+     "&vocab_size=32000", (256,), 4, "fp32"),
     (LLAMA, (256,), 4, "fp32"),
     ("zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=none&num_classes=100&width=4096", (256,), 64,
      "amp_bf16"),

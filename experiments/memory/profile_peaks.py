@@ -25,12 +25,17 @@ from gnnperf.measure.live_tensors import live_peak_mb
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
-GPT2 = "hf:gpt2?class=GPT2LMHeadModel&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0"
-BERT = "hf:bert?class=BertForMaskedLM&hidden_dropout_prob=0&attention_probs_dropout_prob=0"
+GPT2 = "hf:gpt2?attn_implementation=eager&class=GPT2LMHeadModel&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0"
+BERT = (
+    "hf:bert?attn_implementation=eager&class=BertForMaskedLM&hidden_dropout_prob=0"
+    "&attention_probs_dropout_prob=0"
+)
 LLAMA = (
-    "hf:llama?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&num_attention_heads=8&num_key_value_heads=8"
+    "hf:llama?attn_implementation=eager&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+    "&num_attention_heads=8&num_key_value_heads=8"
     "&vocab_size=32000"
 )
+# (every reference names its attention: eager, the default of hf: references until 2026-12-06, or sdpa)
 # (reference, per-sample input shape, batch, checkpointed): update.py's models whose SGD step the estimate is
 # furthest from, transformers at batches where activations and gradients are alike, experiments/checkpointing's
 # models with and without their checkpointing, ten other architectures, and transformers with sdpa attention and
@@ -54,12 +59,13 @@ MODELS = [
     ("timm:regnety_016", (3, 224, 224), 8, False), ("timm:inception_v3", (3, 299, 299), 4, False),
     ("timm:mixer_b16_224", (3, 224, 224), 4, False), ("timm:convnext_tiny", (3, 224, 224), 8, False),
     ("timm:efficientformerv2_s0", (3, 224, 224), 8, False),
-    ("hf:t5?class=T5ForConditionalGeneration&num_layers=2&d_model=256&d_ff=512&num_heads=4&vocab_size=8000"
+    ("hf:t5?attn_implementation=eager&class=T5ForConditionalGeneration&num_layers=2&d_model=256&d_ff=512"
+     "&num_heads=4&vocab_size=8000"
      "&dropout_rate=0", (64,), 4, False),
     # transformers' default attention (PyTorch's fused kernels), grouped keys and values in the last
-    (GPT2 + "&attn_implementation=sdpa", (128,), 4, False), (BERT + "&attn_implementation=sdpa", (128,), 8, False),
-    (LLAMA + "&attn_implementation=sdpa", (256,), 4, False),
-    (LLAMA.replace("num_key_value_heads=8", "num_key_value_heads=2") + "&attn_implementation=sdpa", (256,), 4, False),
+    (GPT2.replace("=eager", "=sdpa"), (128,), 4, False), (BERT.replace("=eager", "=sdpa"), (128,), 8, False),
+    (LLAMA.replace("=eager", "=sdpa"), (256,), 4, False),
+    (LLAMA.replace("num_key_value_heads=8", "num_key_value_heads=2").replace("=eager", "=sdpa"), (256,), 4, False),
     # mixtures of experts, run with their routing, traced with each expert taking an equal share (gnnperf.zoo.hf_tracing)
     ("hf:mixtral?num_hidden_layers=4&hidden_size=512&intermediate_size=1024&num_attention_heads=8&num_key_value_heads=2"
      "&vocab_size=32000&num_local_experts=8&attn_implementation=sdpa", (256,), 4, False),
@@ -69,7 +75,8 @@ MODELS = [
     # rotary embeddings in complex numbers, traced in real arithmetic (gnnperf.zoo.hf_tracing): DeepSeek-V2's latent
     # attention and grouped experts (eager: its value heads are narrower than its query heads, which sends CPU sdpa
     # to its unfused path), Llama 4's experts that transformers runs on every token
-    ("hf:deepseek_v2?num_hidden_layers=4&hidden_size=512&intermediate_size=1408&moe_intermediate_size=256"
+    ("hf:deepseek_v2?attn_implementation=eager&num_hidden_layers=4&hidden_size=512&intermediate_size=1408"
+     "&moe_intermediate_size=256"
      "&num_attention_heads=8&num_key_value_heads=8&kv_lora_rank=128&qk_rope_head_dim=32&qk_nope_head_dim=64"
      "&v_head_dim=64&n_routed_experts=8&num_experts_per_tok=2&n_shared_experts=1&first_k_dense_replace=1"
      "&vocab_size=32000", (256,), 4, False),
@@ -78,27 +85,34 @@ MODELS = [
      "&attn_implementation=sdpa", (256,), 4, False),
     # Switch Transformers' experts, traced with balanced routing up to each expert's capacity (run: the router's
     # picks, the tokens over capacity dropped); at capacity 64 a sequence the even split (32) is under it, at 16 over
-    *[("hf:switch_transformers?class=SwitchTransformersForConditionalGeneration&num_layers=2&num_decoder_layers=2"
+    *[("hf:switch_transformers?attn_implementation=eager&class=SwitchTransformersForConditionalGeneration"
+       "&num_layers=2&num_decoder_layers=2"
        "&d_model=512&d_ff=1024&num_heads=8&d_kv=64&num_experts=8&vocab_size=32000&dropout_rate=0"
        f"&num_sparse_encoder_layers=2&num_sparse_decoder_layers=2&expert_capacity={c}", (256,), 4, False)
       for c in (64, 16)],
     # code that reads values of its token ids, traced with them (gnnperf.graph.input_values): XLM's lengths, FSMT's
     # padding, X-MOD's language ids, Longformer's and LED's global attention; and JetMoE's router, traced without
     # reading its experts' sizes (dropout off: a CPU keeps its mask in the input's type, a GPU in one byte)
-    ("hf:xlm?class=XLMWithLMHeadModel&n_layers=4&n_heads=8&emb_dim=512&vocab_size=32000&dropout=0"
+    ("hf:xlm?attn_implementation=eager&class=XLMWithLMHeadModel&n_layers=4&n_heads=8&emb_dim=512"
+     "&vocab_size=32000&dropout=0"
      "&attention_dropout=0", (256,), 4, False),
-    ("hf:fsmt?class=FSMTForConditionalGeneration&encoder_layers=2&decoder_layers=2&d_model=512"
+    ("hf:fsmt?attn_implementation=eager&class=FSMTForConditionalGeneration&encoder_layers=2"
+     "&decoder_layers=2&d_model=512"
      "&encoder_attention_heads=8&decoder_attention_heads=8&encoder_ffn_dim=1024&decoder_ffn_dim=1024"
      "&src_vocab_size=32000&tgt_vocab_size=32000&dropout=0&attention_dropout=0&activation_dropout=0", (256,), 4, False),
-    ("hf:xmod?class=XmodForCausalLM&num_hidden_layers=4&hidden_size=512&num_attention_heads=8&intermediate_size=1408"
+    ("hf:xmod?attn_implementation=eager&class=XmodForCausalLM&num_hidden_layers=4&hidden_size=512"
+     "&num_attention_heads=8&intermediate_size=1408"
      "&vocab_size=32000&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (256,), 4, False),
-    ("hf:longformer?class=LongformerForMaskedLM&num_hidden_layers=4&hidden_size=512&num_attention_heads=8"
+    ("hf:longformer?attn_implementation=eager&class=LongformerForMaskedLM&num_hidden_layers=4"
+     "&hidden_size=512&num_attention_heads=8"
      "&intermediate_size=1408&vocab_size=32000&attention_window=128&max_position_embeddings=1026&hidden_dropout_prob=0"
      "&attention_probs_dropout_prob=0", (512,), 4, False),
-    ("hf:led?class=LEDForConditionalGeneration&encoder_layers=2&decoder_layers=2&d_model=512"
+    ("hf:led?attn_implementation=eager&class=LEDForConditionalGeneration&encoder_layers=2"
+     "&decoder_layers=2&d_model=512"
      "&encoder_attention_heads=8&decoder_attention_heads=8&encoder_ffn_dim=1024&decoder_ffn_dim=1024"
      "&vocab_size=32000&attention_window=128&dropout=0&attention_dropout=0&activation_dropout=0", (512,), 4, False),
-    ("hf:jetmoe?class=JetMoeForCausalLM&num_hidden_layers=4&hidden_size=512&num_attention_heads=8&num_key_value_heads=2"
+    ("hf:jetmoe?attn_implementation=eager&class=JetMoeForCausalLM&num_hidden_layers=4&hidden_size=512"
+     "&num_attention_heads=8&num_key_value_heads=2"
      "&intermediate_size=1408&num_local_experts=8&num_experts_per_tok=2&vocab_size=32000", (256,), 4, False),
 ]  # fmt: skip
 # AMP bf16 (CPU autocast against the trace's CUDA autocast): MLPs, whose ops (matrix products, ReLU, the loss) both

@@ -32,9 +32,12 @@ from pathlib import Path
 # (reference, per-sample input shape, batch): dropout off where the config has it, so that the CPU's dropout (a
 # noise tensor of the input's type) and the estimate's (the GPU kernel's one-byte mask) do not differ
 MODELS = [
-    ("hf:gpt2?class=GPT2LMHeadModel&resid_pdrop=0&embd_pdrop=0&attn_pdrop=0", (128,), 1),
-    ("hf:bert?class=BertForMaskedLM&hidden_dropout_prob=0&attention_probs_dropout_prob=0", (128,), 1),
-    ("hf:llama?num_hidden_layers=4&hidden_size=1024&intermediate_size=2816&num_attention_heads=8"
+    ("hf:gpt2?attn_implementation=eager&class=GPT2LMHeadModel&resid_pdrop=0&embd_pdrop=0"
+     "&attn_pdrop=0", (128,), 1),
+    ("hf:bert?attn_implementation=eager&class=BertForMaskedLM&hidden_dropout_prob=0"
+     "&attention_probs_dropout_prob=0", (128,), 1),
+    ("hf:llama?attn_implementation=eager&num_hidden_layers=4&hidden_size=1024&intermediate_size=2816"
+     "&num_attention_heads=8"
      "&num_key_value_heads=8&vocab_size=32000", (128,), 1),
     ("zoo:mlp?activation=relu&depth=6&dropout=0.0&in_features=256&norm=layer&num_classes=100&width=4096", (256,), 8),
     ("timm:vgg16", (3, 224, 224), 1),

@@ -37,8 +37,8 @@ GRID_MODELS = [  # dp_floor.py's grid models, so the two floors are checked on t
     ("timm:vit_base_patch16_224", None),
     ("torchvision:vgg16", None),
     ("torchvision:mobilenet_v2", None),
-    ("hf:gpt2?class=GPT2LMHeadModel", (512,)),
-    ("hf:bert?class=BertForMaskedLM", (128,)),
+    ("hf:gpt2?attn_implementation=eager&class=GPT2LMHeadModel", (512,)),
+    ("hf:bert?attn_implementation=eager&class=BertForMaskedLM", (128,)),
 ]
 GRID_GPUS = ("a100-sxm4-40gb", "rtx-3090", "h100-sxm", "h200", "v100-pcie-32gb")
 

@@ -14,7 +14,10 @@ learned:
 - that work is priced at the rate the predictor gives the same step's weight matrix products (their FLOPs, forward
   and backward where it trains, per predicted ms of its Gemm/MatMul nodes with parameters): the fused kernel is
   matrix products on the same units, in the same precision, of the same step;
-- never more than the eager ops' own predicted time.
+- never more than the eager ops' own predicted time;
+- composed in every step the prediction consults (:func:`sdpa_steps`), before a batch's prediction is capped at a
+  larger batch's or floored at a step it contains (the step without its update, one GPU's), so that those rules
+  compare steps as they run.
 
 The flash kernels reach less of a device's peak than a large GEMM does, so the composed price leans fast; against
 torchtitan's published step the composed time is 0.64-1.04 of the measurement where the eager graph's was 1.5x+ above
@@ -24,14 +27,17 @@ attention followed the measured one from 256 to 2,048 tokens (``experiments/fuse
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from gnnperf.graph.attention import eager_attention_nodes
 from gnnperf.graph.cost import node_cost
 from gnnperf.graph.ir import OpGraph
 from gnnperf.measure.workload import Workload
 
-__all__ = ["fused_attention", "sdpa_attention"]
+__all__ = ["fused_attention", "sdpa_attention", "sdpa_steps"]
 
 # training FLOPs over forward FLOPs: a weight product (forward, input and weight gradients) and flash attention
 # (forward two products; backward the score product again and four gradient products)
@@ -105,3 +111,21 @@ def sdpa_attention(
         return None
     causal = SDPA_CAUSAL in assumptions
     return fused_attention(graph, ops_ms, workload.batch_size, causal, train=workload.mode == "train")
+
+
+def sdpa_steps(
+    steps: Sequence[tuple[OpGraph, Workload]],
+    node_ms: Sequence[Any] | None,
+    assumptions: Mapping[str, tuple[str, ...]],
+) -> tuple[list[dict[str, Any] | None], np.ndarray]:
+    """:func:`sdpa_attention` for every predicted step, before a prediction is capped or floored at another step
+    (so that a step is never faster than one it contains, each as it runs): per step ``(graph, workload)`` with its
+    predicted ``node_ms``, the composition (None where the model runs no sdpa attention, or the readout has no
+    per-op terms: ``node_ms`` None) and the ms it saves.
+    ``assumptions``: each model reference's (:attr:`gnnperf.zoo.resolve.ModelSpec.assumptions`)."""
+    fused = [
+        None if node_ms is None else sdpa_attention(graph, node_ms[j], workload, assumptions[graph.model_ref])
+        for j, (graph, workload) in enumerate(steps)
+    ]
+    saved = np.array([0.0 if f is None else f["eager_ms"] - f["fused_ms"] for f in fused])
+    return fused, saved

@@ -3,11 +3,10 @@ what activation checkpointing adds (:mod:`gnnperf.predictor.report`)."""
 
 from __future__ import annotations
 
-# an hf model built with eager attention (the reference's default, what the predictor learned)
+# an hf model run with eager attention (the reference names it, or its class has no sdpa)
 EAGER_ATTENTION_NOTE = (
-    "eager attention keeps each layer's attention matrix for the backward pass; sdpa, transformers' default where "
-    "the model has it (&attn_implementation=sdpa in the reference), keeps none and runs as one fused kernel (its "
-    "time composed so)"
+    "eager attention keeps each layer's attention matrix for the backward pass; sdpa, transformers' default and an "
+    "hf: reference's where the class has it, keeps none and runs as one fused kernel (its time composed so)"
 )
 
 

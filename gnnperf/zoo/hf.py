@@ -7,7 +7,8 @@
 
 ``transformers`` builds the class named in ``architectures`` (else the base model), or the one a reference names
 (``?class=BertForSequenceClassification``: the head a run used, which a hub config often does not name), with
-``from_config`` and eager attention (``attn_implementation=sdpa`` for PyTorch's fused attention, :data:`ATTENTION`);
+``from_config`` and the attention transformers picks by default: sdpa (PyTorch's fused attention) where the class
+has it, else eager; ``attn_implementation=eager`` names the explicit one (what NeuSight measured, :data:`ATTENTION`);
 a deep stack can be built shallower (``ModelSpec.num_layers``, :mod:`gnnperf.graph.repeat`). Only the first output
 (the logits) is priced (:class:`HFLogits`).
 """
@@ -28,9 +29,10 @@ from gnnperf.zoo.hf_tracing import BALANCED_EXPERTS, traced
 from gnnperf.zoo.resolve import ModelSpec
 
 # Attention as transformers runs it (the reference's attn_implementation): eager, explicit MatMul/Softmax that keeps
-# the attention matrix for the backward pass, as NeuSight measured and the shipped predictor learned (the default);
-# sdpa, torch's scaled_dot_product_attention, transformers' own default, whose fused GPU kernels keep no attention
-# matrix (the memory estimate traces them so: gnnperf.graph.as_on_gpu)
+# the attention matrix for the backward pass, as NeuSight measured and the shipped predictor learned (the graphs are
+# always exported so); sdpa, torch's scaled_dot_product_attention, transformers' default for every class that has it
+# (and so the reference's, since 2026-12-06), whose fused GPU kernels keep no attention matrix (the memory estimate
+# traces them so: gnnperf.graph.as_on_gpu)
 ATTENTION = ("eager", "sdpa")
 # What a prediction of an sdpa model assumes: its graph is exported with eager attention (ModelSpec.graph_builder),
 # whose attention ops' predicted time is swapped for a fused kernel's composed price (gnnperf.predictor.fused_attention)
@@ -69,8 +71,8 @@ def hf_spec(path: str) -> ModelSpec:
     path, _, query = path.partition("?")
     options = _options(path, query)
     class_name = options.pop("class", "")
-    attention = options.pop("attn_implementation", "eager")
-    if attention not in ATTENTION:
+    attention = options.pop("attn_implementation", None)
+    if attention is not None and attention not in ATTENTION:
         raise GnnperfError(
             f"hf:{path}?{query}: attn_implementation must be one of {', '.join(ATTENTION)}, got '{attention}'"
         )
@@ -147,11 +149,13 @@ def hf_spec(path: str) -> ModelSpec:
     except KeyError:  # a config type without a base model class: told by vocab_size alone
         built = None
     main_input = getattr(built, "main_input_name", "input_ids")
-    if attention == "sdpa" and built is not None and not getattr(built, "_supports_sdpa", False):
+    has_sdpa = built is not None and bool(getattr(built, "_supports_sdpa", False))
+    if attention == "sdpa" and built is not None and not has_sdpa:
         raise GnnperfError(
             f"hf config {path}: {built.__name__} has no sdpa attention in transformers {transformers.__version__} "
             "(it runs eager attention: leave attn_implementation out)"
         )
+    attention = attention or ("sdpa" if has_sdpa else "eager")  # transformers' own default
     if not hasattr(config, "vocab_size") or main_input != "input_ids":
         why = f"its input is {main_input}" if main_input != "input_ids" else "no vocab_size"
         # a multimodal config (Llama 4, Gemma 3, Qwen 3.5, ...) holds its language model's as text_config

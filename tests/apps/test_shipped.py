@@ -16,6 +16,7 @@ import gnnperf.predict as predict_module
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.features import FEATURE_VERSION
 from gnnperf.predict import SHIPPED_CHECKPOINT, Predictor, Query
+from gnnperf.zoo.hf import SDPA_CAUSAL, SDPA_TIME
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -311,8 +312,13 @@ def test_an_hf_models_attention_is_named_and_fused_attention_keeps_no_attention_
     saved = fused["eager_ms"] - fused["fused_ms"]
     assert rows["sdpa"]["iteration_time_ms"] == pytest.approx(fused["eager_step_ms"] - saved)
     assert "fused_attention" not in rows["eager"]
-    assert main(["predict", gpt, *args]) == 0
+    assert main(["predict", f"{gpt}&attn_implementation=eager", *args]) == 0
     assert EAGER_ATTENTION_NOTE in capsys.readouterr().out
+    # the reference without the option: transformers' default, sdpa (GPT-2's class has it)
+    assert main(["predict", gpt, *args, "--json"]) == 0
+    default = json.loads(capsys.readouterr().out)
+    assert default["memory"] == rows["sdpa"]["memory"] and default["fused_attention"] == fused
+    assert default["iteration_time_ms"] == rows["sdpa"]["iteration_time_ms"]
     assert main(["predict", f"{gpt}&attn_implementation=sdpa", *args, "--breakdown", "3"]) == 0
     out = capsys.readouterr().out
     assert "attention as sdpa's fused kernel: " in out and "causal)" in out
@@ -329,7 +335,9 @@ def test_a_mixture_of_experts_is_predicted_and_what_it_assumes_is_said(capsys):
     assert main([*args, "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
     assert row["iteration_time_ms"] > 0 and row["memory"]["fits"]  # the routed experts traced, fp32 included
-    experts, headless = row["assumptions"]
+    # transformers' default attention for Mixtral, sdpa (causal), then what the reference itself assumes
+    time, causal, experts, headless = row["assumptions"]
+    assert (time, causal) == (SDPA_TIME, SDPA_CAUSAL)
     assert experts.startswith(
         "a mixture of 8 experts, 2 per token: traced with each expert taking an equal share"
     )

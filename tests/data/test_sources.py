@@ -17,6 +17,7 @@ from gnnperf.data.sources import SOURCES, get_source, list_sources, read_source,
 from gnnperf.data.sources.timm_csv import parse_file_name, torch_version
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
+from gnnperf.zoo.resolve import resolve
 
 EXTERNAL = (Path(__file__).resolve().parents[2] / "../shared/external").resolve()
 TIMM = EXTERNAL / "timm"
@@ -308,7 +309,13 @@ def test_neusight_label_maps_to_hardware_batch_seq_and_ms(ns_all) -> None:
         "1024",
         want,
     )
-    assert (r["model_ref"], r["family"], r["n_iters"]) == (f"hf:{config}", "gpt2", 5)
+    # NeuSight's transformers ran GPT-2's eager attention; the reference says so (transformers' default is sdpa now)
+    assert (r["model_ref"], r["family"], r["n_iters"]) == (
+        f"hf:{config}?attn_implementation=eager",
+        "gpt2",
+        5,
+    )
+    assert resolve(r["model_ref"]).attention == "eager"
     assert (r["mode"], r["timed"], r["optimizer"], r["precision"], r["num_devices"]) == (
         "train", "fwd+bwd", "none", "fp32", 1
     )  # fmt: skip
@@ -547,11 +554,13 @@ def test_neusight_bert_inference_names_the_class_it_timed(ns_all) -> None:
     rows, report = ns_all
     # trace.py::get_model: BERT inference ran BertForSequenceClassification, not the config's BertLMHeadModel
     bert = by_ref(rows, "label/NVIDIA_L4/bert_large-inf-512-8.json")
-    assert bert["model_ref"].endswith("/DLmodel_configs/bert_large.json?class=BertForSequenceClassification")
+    assert bert["model_ref"].endswith(
+        "/DLmodel_configs/bert_large.json?class=BertForSequenceClassification&attn_implementation=eager"
+    )
     assert bert["family"] == "bert" and bert["mode"] == "infer"
     train = by_ref(rows, "label/NVIDIA_L4/bert_large-train-512-8.json")
     # trained as AutoModelForPreTraining: the config's BertLMHeadModel graph
-    assert train["model_ref"].endswith("/DLmodel_configs/bert_large.json")
+    assert train["model_ref"].endswith("/DLmodel_configs/bert_large.json?attn_implementation=eager")
     assert not any("bert_large" in str(p) for p in report.problems)  # tests/graph builds the class it names
 
 

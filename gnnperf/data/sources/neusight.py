@@ -13,10 +13,12 @@ HuggingFace model from ``data/DLmodel_configs/<model>.json`` with random fp32 we
   these never share an id (or a pool) with the single-GPU HuggingFace runs. ``batch_size`` is the batch in the
   file name, whose split over the 4 GPUs NeuSight does not record.
 
-``model_ref`` is ``hf:<absolute path of the config>`` under the folder the user gave (symbolic links resolved),
-so the reference builds the measured model with :func:`gnnperf.zoo.resolve.resolve`; ``family`` is the config's
-``model_type``. Where NeuSight ran another class than the config's ``architectures`` (BERT inference,
-:data:`TIMED_CLASS`), the reference names it: ``hf:<path>?class=BertForSequenceClassification``. The path is part
+``model_ref`` is ``hf:<absolute path of the config>?attn_implementation=eager`` under the folder the user gave
+(symbolic links resolved), so the reference builds the measured model with :func:`gnnperf.zoo.resolve.resolve`:
+transformers 4.38 ran these classes' eager attention (their sdpa came later, and is transformers' default now, so the
+reference names eager); ``family`` is the config's ``model_type``. Where NeuSight ran another class than the
+config's ``architectures`` (BERT inference, :data:`TIMED_CLASS`), the reference names it:
+``hf:<path>?class=BertForSequenceClassification&attn_implementation=eager``. The path is part
 of the sample's identity: the same labels imported from a copy of the folder elsewhere are other samples (their
 model is another file).
 """
@@ -180,7 +182,9 @@ def _config(path: Path, class_name: str | None) -> tuple[str, str] | str:
     if not is_utf8(str(path)):  # a shard stores text: the sample's model_ref could not be written
         return f"model config path {printable(str(path))} is not UTF-8 text; rename its folder"
     try:
-        spec = resolve(f"hf:{path}" + (f"?class={class_name}" if class_name else ""))
+        spec = resolve(
+            f"hf:{path}?" + (f"class={class_name}&" if class_name else "") + "attn_implementation=eager"
+        )
     except GnnperfError as e:
         return f"model config cannot be used: {e}"
     return spec.ref, spec.family
