@@ -27,11 +27,16 @@ from gnnperf.graph.features import FEATURE_VERSION
 from gnnperf.graph.ir import OpGraph
 from gnnperf.hardware.table import HardwareSpec, get_spec, load_table, spec_from_dict, spec_to_dict
 from gnnperf.measure.workload import Workload, parse_timed_label
+from gnnperf.zoo.resolve import resolve_hf
 
 log = logging.getLogger(__name__)
 # One gzip member per graph, each one JSON line: ``zcat`` reads the whole file as JSON lines, and graph k alone is
 # ``gzip.decompress`` of bytes ``meta["graph_offsets"][k:k + 2]`` (see :class:`GraphFile`).
 GRAPHS_FILE = "graphs.jsonl.gz"
+SDPA_DROPPED = (
+    "hf model timed with sdpa attention (its graph has eager attention's ops; an hf: reference without "
+    "attn_implementation runs sdpa since 2026-12-06: import a NeuSight store written before again)"
+)
 
 
 def workload_from_row(row: Mapping[str, Any]) -> Workload:
@@ -104,6 +109,11 @@ def process_samples(
             valid.append(False)
     dropped["invalid workload"] += len(valid) - sum(valid)
     samples = samples[np.asarray(valid, dtype=bool)] if len(samples) else samples
+    # an hf model timed with sdpa attention: its graph holds eager attention (what the network learns; a prediction
+    # composes sdpa's time, gnnperf.predictor.fused_attention), so its label would teach eager ops a fused time
+    sdpa = samples["model_ref"].isin([ref for ref in samples["model_ref"].unique() if _runs_sdpa(ref)])
+    dropped[SDPA_DROPPED] += int(sdpa.sum())
+    samples = samples[~sdpa]
 
     # Graphs are written as they are loaded (one gzip member each) so the OpGraphs are never all in memory.
     graph_of: dict[tuple[str, str], int] = {}
@@ -171,6 +181,16 @@ def process_samples(
         "graph_files": {str(p): file_signature(p) for p in sorted(set().union(*(c.used for c in caches)))},
     }
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
+
+
+def _runs_sdpa(ref: str) -> bool:
+    """Whether ``ref`` is an hf model that runs sdpa attention (one that cannot be resolved is counted where its
+    graph is not built)."""
+    try:
+        spec = resolve_hf(ref)
+    except GnnperfError:
+        return False
+    return spec is not None and spec.attention == "sdpa"
 
 
 def file_signature(path: Path) -> list[int] | None:

@@ -356,6 +356,20 @@ def test_query_selects_rows_and_is_part_of_the_fingerprint(built) -> None:
     assert len(other) == len(ds)  # same root, no query: reprocessed, not the filtered files
 
 
+def test_an_hf_model_timed_with_sdpa_attention_is_dropped_and_counted(tmp_path) -> None:
+    """Its graph holds eager attention: learning a fused kernel's time on those ops would pool two measurements."""
+    gpt = "hf:gpt2?class=GPT2LMHeadModel&n_layer=1&n_embd=32&n_head=2&n_positions=64&vocab_size=100"
+    rows = [
+        _row(f"{gpt}&attn_implementation=eager", 2, DEVICES[0], 5.0, input_shape="16"),  # kept
+        _row(gpt, 2, DEVICES[0], 4.0, input_shape="16"),  # transformers' default for GPT-2: sdpa
+        _row(f"{gpt}&attn_implementation=sdpa", 4, DEVICES[0], 6.0, input_shape="16"),
+    ]
+    _write_store(tmp_path / "store", rows)
+    ds = PerfDataset(tmp_path / "root", [tmp_path / "store"], graph_cache=tmp_path / "graphs")
+    assert list(ds.samples["iteration_time_ms"]) == [5.0]
+    assert ds.memory_report()["dropped"] == {processing_module.SDPA_DROPPED: 2}
+
+
 def test_samples_with_a_disturbed_median_are_dropped_and_counted(tmp_path) -> None:
     spread = {"time_p10_ms": 10.0, "time_p90_ms": 40.0}
     rows = [
