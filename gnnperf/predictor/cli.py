@@ -120,9 +120,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         const="full",
         default=False,
         choices=["full", "selective"],
-        help="checkpoint the model's repeated blocks (transformer layers, residual blocks): the memory estimate keeps "
-        "only their inputs, the time adds their forward pass again (composed, not learned); 'selective': by op, as "
-        "torchtitan does, keeping the outputs of every other matrix product and of attention",
+        help="checkpoint the repeated blocks (transformer layers, residual blocks): the memory keeps only their "
+        "inputs, the time adds their forward pass again (composed); 'selective': by op, as torchtitan, keeping every "
+        "other matrix product's and attention's outputs (write a model reference before the bare flag, not after)",
     )
     parser.add_argument(
         "--grad-accum",
