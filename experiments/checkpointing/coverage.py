@@ -24,13 +24,13 @@ TORCHVISION = (
     "resnet50", "densenet121", "swin_t", "vit_b_16", "efficientnet_b0", "convnext_tiny", "mobilenet_v3_large",
     "regnet_y_400mf", "maxvit_t", "inception_v3",
 )  # fmt: skip
-HF = (
-    "hf:gpt2?class=GPT2LMHeadModel&n_layer=2",
-    "hf:bert?num_hidden_layers=2",
-    "hf:t5?num_layers=2&num_decoder_layers=2",
-    "hf:opt?num_hidden_layers=2",
+HF = (  # eager attention, the default of hf: references when this ran (2026-12-06 it became sdpa)
+    "hf:gpt2?class=GPT2LMHeadModel&n_layer=2&attn_implementation=eager",
+    "hf:bert?num_hidden_layers=2&attn_implementation=eager",
+    "hf:t5?num_layers=2&num_decoder_layers=2&attn_implementation=eager",
+    "hf:opt?num_hidden_layers=2&attn_implementation=eager",
     "hf:mistral?num_hidden_layers=2&hidden_size=256&intermediate_size=512&num_attention_heads=4"
-    "&num_key_value_heads=2&vocab_size=1000",
+    "&num_key_value_heads=2&vocab_size=1000&attn_implementation=eager",
 )
 
 
