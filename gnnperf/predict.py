@@ -278,7 +278,7 @@ class Predictor:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
         trained_on = self.info.get("trained_on", {})
         items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
-        item_steps: list[tuple[OpGraph, Workload]] = []  # each item's (graph, workload)
+        item_steps: list[tuple[OpGraph, HardwareSpec, Workload]] = []  # each item's step
         bare: list[Workload | None] = []  # an accumulated step's pass without the update, where it times one
         assumed = {q.model: m.assumptions for q in queries if (m := resolve_hf(q.model)) is not None}
         for q in queries:
@@ -312,7 +312,7 @@ class Predictor:
             )
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
-            item_steps.append((graph, workload))
+            item_steps.append((graph, spec, workload))
             updates = q.grad_accum > 1 and workload.timed == "fwd+bwd+opt"
             bare.append(replace(workload, optimizer="none", timed="fwd+bwd") if updates else None)
         # the steps the asked ones are capped or floored at: items after the asked ones, each step once
@@ -323,7 +323,7 @@ class Predictor:
             if key not in index:
                 index[key] = len(items)
                 items.append(self._item(graph, spec, workload, features))
-                item_steps.append((graph, workload))
+                item_steps.append((graph, spec, workload))
             return index[key]
 
         # the larger batches each prediction is capped at (a step's workload at batch 1 stands for it at every batch)

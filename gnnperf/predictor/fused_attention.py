@@ -15,14 +15,16 @@ learned:
   and backward where it trains, per predicted ms of its Gemm/MatMul nodes with parameters): the fused kernel is
   matrix products on the same units, in the same precision, of the same step;
 - never more than the eager ops' own predicted time;
+- on a Hopper GPU in 16 bits, at most PyTorch's default kernel's published rate (:data:`FLASH_PEAK_SHARE`);
 - composed in every step the prediction consults (:func:`sdpa_steps`), before a batch's prediction is capped at a
   larger batch's or floored at a step it contains (the step without its update, one GPU's), so that those rules
   compare steps as they run.
 
-The flash kernels reach less of a device's peak than a large GEMM does, so the composed price leans fast (on an H100
-PyTorch's FlashAttention-2 kernel runs at about half the step's GEMM rate, cuDNN's and FlashAttention-3's at about
-the same, by the FlashAttention-3 paper's figures: ``experiments/fused_attention``); against
-torchtitan's published step the composed time is 0.64-1.04 of the measurement where the eager graph's was 1.5x+ above
+Flash kernels reach less of a device's peak than a large GEMM does: on an H100 PyTorch's default FlashAttention-2
+kernel runs at about half the step's GEMM rate (cuDNN's and FlashAttention-3's at about the same), by the
+FlashAttention-3 paper's figures (``experiments/fused_attention``), hence the Hopper ceiling; on other GPUs the
+composed price may lean fast. Against
+torchtitan's published step the composed time is 0.70-1.11 of the measurement where the eager graph's was 1.5x+ above
 it (``experiments/fsdp``); on a CPU, where PyTorch runs sdpa as its own flash kernel, the predicted speed-up over eager
 attention followed the measured one from 256 to 2,048 tokens (``experiments/fused_attention``).
 """
@@ -37,6 +39,7 @@ import numpy as np
 from gnnperf.graph.attention import eager_attention_nodes
 from gnnperf.graph.cost import node_cost
 from gnnperf.graph.ir import OpGraph
+from gnnperf.hardware.table import HardwareSpec
 from gnnperf.measure.workload import Workload
 
 __all__ = ["fused_attention", "sdpa_attention", "sdpa_steps"]
@@ -44,10 +47,23 @@ __all__ = ["fused_attention", "sdpa_attention", "sdpa_steps"]
 # training FLOPs over forward FLOPs: a weight product (forward, input and weight gradients) and flash attention
 # (forward two products; backward the score product again and four gradient products)
 _WEIGHT_TRAIN, _FLASH_TRAIN = 3.0, 3.5
+# PyTorch's default sdpa kernel in 16 bits is its flash backend, FlashAttention-2 (torch._C._get_sdp_priority_order():
+# flash, memory-efficient, math, cuDNN; FlashAttention-3 off), whose Ampere kernels a Hopper GPU runs at a fraction
+# of its dense 16-bit tensor peak: the FlashAttention-3 paper's H100 SXM5 figures (head dimension 128, 1k-16k tokens)
+# give FlashAttention-2 about 360 TFLOP/s forward and 315 backward of 989, so (forward, training step) shares of
+# 0.37 and 3.5 / (1 / 360 + 2.5 / 315) / 989 = 0.33 (experiments/fused_attention). No ceiling elsewhere: no published
+# figure here says how far below the step's weight products it runs on other generations.
+FLASH_PEAK_SHARE = {"hopper": (0.37, 0.33)}
+SIXTEEN_BIT = ("fp16", "bf16", "amp_fp16", "amp_bf16")
 
 
 def fused_attention(
-    graph: OpGraph, ops_ms: Any, batch_size: int, causal: bool, train: bool
+    graph: OpGraph,
+    ops_ms: Any,
+    batch_size: int,
+    causal: bool,
+    train: bool,
+    ceiling_tflops: float | None = None,
 ) -> dict[str, Any] | None:
     """The fused kernel's composed ms in place of the eager attention ops' predicted ``ops_ms`` (see the module doc).
 
@@ -57,6 +73,8 @@ def fused_attention(
         batch_size: the step's batch.
         causal: the attention is causal (the fused kernel skips the masked tiles).
         train: the step is a training step (forward and backward).
+        ceiling_tflops: the most the fused kernel runs at (its step's FLOPs per second), where that is below the
+            weight products' rate (:data:`FLASH_PEAK_SHARE`), else None.
 
     Returns:
         ``{"eager_ms", "fused_ms", "causal", "rate_tflops", "nodes"}``: the eager ops' predicted ms, the composed ms
@@ -92,31 +110,38 @@ def fused_attention(
     rate = (
         weight_passes * weight_flops / weight_ms
     )  # FLOPs per ms the weight products are predicted to run at
+    capped = ceiling_tflops is not None and ceiling_tflops * 1e9 < rate
+    rate = ceiling_tflops * 1e9 if capped else rate
     fused_ms = flash_passes * flops / rate
     return {
         "eager_ms": eager_ms,
         "fused_ms": min(fused_ms, eager_ms),
         "causal": causal,
         "rate_tflops": rate / 1e9,
+        "flash_ceiling": capped,
         "nodes": attention,
     }
 
 
 def sdpa_attention(
-    graph: OpGraph, ops_ms: Any, workload: Workload, assumptions: tuple[str, ...]
+    graph: OpGraph, ops_ms: Any, spec: HardwareSpec, workload: Workload, assumptions: tuple[str, ...]
 ) -> dict[str, Any] | None:
-    """:func:`fused_attention` for a prediction of ``workload`` whose model reference assumed ``assumptions``: None
-    unless it runs sdpa attention (:data:`~gnnperf.zoo.hf.SDPA_TIME`), causal where it said so."""
+    """:func:`fused_attention` for a prediction of ``workload`` on ``spec`` whose model reference assumed
+    ``assumptions``: None unless it runs sdpa attention (:data:`~gnnperf.zoo.hf.SDPA_TIME`), causal where it said so,
+    at most at PyTorch's flash kernel's rate in 16 bits on a generation :data:`FLASH_PEAK_SHARE` has."""
     from gnnperf.zoo.hf import SDPA_CAUSAL, SDPA_TIME
 
     if SDPA_TIME not in assumptions:
         return None
-    causal = SDPA_CAUSAL in assumptions
-    return fused_attention(graph, ops_ms, workload.batch_size, causal, train=workload.mode == "train")
+    causal, train = SDPA_CAUSAL in assumptions, workload.mode == "train"
+    share = FLASH_PEAK_SHARE.get(spec.generation or "")
+    peak = spec.peak_fp16_tensor_tflops
+    ceiling = share[train] * peak if share and peak and workload.precision in SIXTEEN_BIT else None
+    return fused_attention(graph, ops_ms, workload.batch_size, causal, train, ceiling)
 
 
 def sdpa_steps(
-    steps: Sequence[tuple[OpGraph, Workload]],
+    steps: Sequence[tuple[OpGraph, HardwareSpec, Workload]],
     node_ms: Sequence[Any] | None,
     assumptions: Mapping[str, tuple[str, ...]],
 ) -> tuple[list[dict[str, Any] | None], np.ndarray]:
@@ -126,8 +151,10 @@ def sdpa_steps(
     per-op terms: ``node_ms`` None) and the ms it saves.
     ``assumptions``: each model reference's (:attr:`gnnperf.zoo.resolve.ModelSpec.assumptions`)."""
     fused = [
-        None if node_ms is None else sdpa_attention(graph, node_ms[j], workload, assumptions[graph.model_ref])
-        for j, (graph, workload) in enumerate(steps)
+        None
+        if node_ms is None
+        else sdpa_attention(graph, node_ms[j], spec, workload, assumptions[graph.model_ref])
+        for j, (graph, spec, workload) in enumerate(steps)
     ]
     saved = np.array([0.0 if f is None else f["eager_ms"] - f["fused_ms"] for f in fused])
     return fused, saved

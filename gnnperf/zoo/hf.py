@@ -38,9 +38,9 @@ ATTENTION = ("eager", "sdpa")
 # whose attention ops' predicted time is swapped for a fused kernel's composed price (gnnperf.predictor.fused_attention)
 SDPA_TIME = (
     "sdpa attention: predicted from eager attention's graph with its attention ops' time replaced by a fused "
-    "kernel's, composed (its matrix products at the rate the step's weight products are predicted to run, the backward "
-    "recomputing the scores; not learned: checked against one published GPU run and on a CPU); the memory as the fused "
-    "kernels keep it"
+    "kernel's, composed (its matrix products at the rate the step's weight products are predicted to run, at most "
+    "PyTorch's flash kernel's published rate on a Hopper GPU in 16 bits, the backward recomputing the scores; not "
+    "learned: checked against one published GPU run and on a CPU); the memory as the fused kernels keep it"
 )
 # ... and, for a causal model's self-attention, that the fused kernel skips the masked half of the scores
 SDPA_CAUSAL = (
