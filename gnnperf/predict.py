@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
-    from gnnperf.graph.ir import OpGraph
     from gnnperf.hardware.table import HardwareSpec
     from gnnperf.measure.workload import Workload
 
 from gnnperf.predictor.epoch import epoch_estimate  # noqa: F401 - part of this module's API
-from gnnperf.predictor.query import Query, channels_last_matters
+from gnnperf.predictor.query import Query
 
 DEFAULT_CHECKPOINT_ENV = "GNNPERF_CHECKPOINT"
 # Trained on every real source (experiments/all_sources); its model card sits beside it.
@@ -260,11 +259,10 @@ class Predictor:
         ``calibration_factor``, unless ``calibrated`` is false.
         """
         from gnnperf.errors import GnnperfError
-        from gnnperf.graph.build import GraphCache, build_graph
         from gnnperf.predictor.anchors import calibration_key, scale
+        from gnnperf.predictor.asked import asked_step
         from gnnperf.predictor.batch_cap import cap_at_larger, cap_batches
         from gnnperf.predictor.breakdown import op_fields
-        from gnnperf.predictor.coverage import same_rate_precision
         from gnnperf.predictor.floors import DEVICE, UPDATE, Floors
         from gnnperf.predictor.fused_attention import sdpa_steps
         from gnnperf.predictor.model import predict_samples
@@ -276,47 +274,22 @@ class Predictor:
             return []
         if breakdown < 0:
             raise GnnperfError(f"breakdown must be a number of ops >= 0, got {breakdown}")
-        trained_on = self.info.get("trained_on", {})
         items, graphs, layout_moot, checkpointed, features, loaded = [], [], [], [], {}, {}
-        item_steps: list[tuple[OpGraph, HardwareSpec, Workload]] = []  # each item's step
         bare: list[Workload | None] = []  # an accumulated step's pass without the update, where it times one
         assumed = {q.model: m.assumptions for q in queries if (m := resolve_hf(q.model)) is not None}
         for q in queries:
-            spec = self.spec(q.hardware, hardware_file)
-            if spec.kind != "gpu" and q.num_devices > 1:
-                raise GnnperfError(
-                    f"{q.num_devices} devices on {spec.name}: data-parallel devices are GPUs (a {spec.kind} "
-                    "runs one process; give its threads through the hardware entry)"
-                )
-            key = (q.model, q.input_shape)  # one read of the graph cache per model and input shape
-            graph = loaded[key] if key in loaded else build_graph(q.model, q.input_shape, cache=GraphCache())
-            loaded[key] = graph
-            if q.mode == "train" and graph.param_count() == 0:
-                raise GnnperfError(
-                    f"{graph.model_ref} has no trainable parameters: a training step has nothing to learn "
-                    "(predict --mode infer)"
-                )
-            # the harness converts 4-D/5-D inputs and weights only: without any, channels_last times the contiguous
-            # step, so it is predicted as one (the network would read the flag as a layout change)
-            moot = q.memory_format == "channels_last" and not channels_last_matters(graph)
+            graph, spec, workload, moot = asked_step(self, q, hardware_file, loaded)
             layout_moot.append(moot)
-            precision = same_rate_precision(trained_on, q.passes_precision, spec) or q.passes_precision
-            # DDP and FSDP: the network predicts one device's step, parallel_row adds the collectives
-            devices = q.num_devices if q.parallel == "dp" else 1
-            layout = "contiguous" if moot else q.memory_format
-            # in the passes' type (FSDP's mixed precision: the shards' fp32 is parallel_row's)
-            as_run = {"memory_format": layout, "precision": precision, "num_devices": devices}
-            workload = replace(q.workload(graph.input_shape), **as_run)
             checkpointed.append(
                 self._traces.checkpointed(q, workload) if q.activation_checkpointing else None
             )
             items.append(self._item(graph, spec, workload, features))
             graphs.append((graph, spec, workload))
-            item_steps.append((graph, spec, workload))
             updates = q.grad_accum > 1 and workload.timed == "fwd+bwd+opt"
             bare.append(replace(workload, optimizer="none", timed="fwd+bwd") if updates else None)
         # the steps the asked ones are capped or floored at: items after the asked ones, each step once
         index = {(g.model_ref, s.name, w): i for i, (g, s, w) in enumerate(graphs)}
+        item_steps = list(graphs)  # every item's (graph, device, workload)
 
         def item_of(graph, spec: HardwareSpec, workload: Workload) -> int:
             key = (graph.model_ref, spec.name, workload)
@@ -333,7 +306,7 @@ class Predictor:
             for (g, s, w), larger in zip(graphs, cap_batches(steps), strict=True)
         ]
         # a step is never faster than a step it contains (gnnperf/predictor/floors.py)
-        floors = Floors(item_of, device_floor, update_floor, trained_on)
+        floors = Floors(item_of, device_floor, update_floor, self.info.get("trained_on", {}))
         for i, (g, s, w) in enumerate(graphs):
             floors.add(i, g, s, w)
         bare_items: list[int | None] = []
