@@ -7,7 +7,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from gnnperf.errors import GnnperfError
-from gnnperf.predictor.query import channels_last_matters
 
 if TYPE_CHECKING:
     from gnnperf.graph.ir import OpGraph
@@ -58,3 +57,10 @@ def asked_step(
         "num_devices": q.num_devices if q.parallel == "dp" else 1,
     }
     return graph, spec, replace(q.workload(graph.input_shape), **as_run), moot
+
+
+def channels_last_matters(graph: OpGraph) -> bool:
+    """Whether ``channels_last`` changes anything for ``graph``: a 4-D/5-D input, or convolution weights."""
+    return len(graph.input_shape) in (3, 4) or any(
+        n.op_type in ("Conv", "ConvTranspose") for n in graph.nodes
+    )

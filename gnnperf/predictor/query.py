@@ -10,7 +10,6 @@ from gnnperf.predictor.parallel import GPUS_PER_MACHINE  # (no heavy imports)
 
 if TYPE_CHECKING:  # the package's heavy imports stay lazy (predict start-up)
     from gnnperf.graph.fsdp import FsdpPolicy
-    from gnnperf.graph.ir import OpGraph
     from gnnperf.measure.workload import Workload
     from gnnperf.predictor.parallel import Cluster
 
@@ -184,10 +183,3 @@ class Query:
             input_shape=w.input_shape, precision=str(row["precision"]), mode=w.mode, optimizer=w.optimizer,
             timed=w.timed, memory_format=w.memory_format, h2d=w.h2d, num_devices=w.num_devices,
         )  # fmt: skip
-
-
-def channels_last_matters(graph: OpGraph) -> bool:
-    """Whether ``channels_last`` changes anything for ``graph``: a 4-D/5-D input, or convolution weights."""
-    return len(graph.input_shape) in (3, 4) or any(
-        n.op_type in ("Conv", "ConvTranspose") for n in graph.nodes
-    )
