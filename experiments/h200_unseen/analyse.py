@@ -30,7 +30,7 @@ import pandas as pd
 
 from gnnperf.data.splits import holdout_model
 from gnnperf.data.store import SampleStore
-from gnnperf.eval.metrics import regression_metrics
+from gnnperf.eval.metrics import one_reference_mapes, regression_metrics
 
 
 def _metrics(frame: pd.DataFrame) -> dict[str, float]:
@@ -45,12 +45,7 @@ def _metrics(frame: pd.DataFrame) -> dict[str, float]:
 
 def one_reference(frame: pd.DataFrame) -> dict[str, float]:
     """MAPE on a group's other rows after scaling by one reference row, over every choice of reference."""
-    pred, true = frame.pred_ms.to_numpy(), frame.true_ms.to_numpy()
-    mapes = []
-    for r in range(len(frame)):
-        others = np.arange(len(frame)) != r
-        scaled = pred[others] * (true[r] / pred[r])
-        mapes.append(100 * float(np.mean(np.abs(scaled - true[others]) / true[others])))
+    mapes = one_reference_mapes(frame.pred_ms.to_numpy(), frame.true_ms.to_numpy())
     return {
         "mean_mape": round(float(np.mean(mapes)), 2),
         "best_mape": round(float(np.min(mapes)), 2),

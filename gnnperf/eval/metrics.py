@@ -139,3 +139,25 @@ def grouped_metrics(df: pd.DataFrame, by: str | Sequence[str]) -> pd.DataFrame:
     )
     out["n"] = out["n"].astype(int)
     return out
+
+
+def one_reference_mapes(
+    pred_ms: Sequence[float] | np.ndarray, true_ms: Sequence[float] | np.ndarray
+) -> np.ndarray:
+    """MAPE (percent) of the other rows after scaling by one measured reference row, for each row as the reference.
+
+    What ``Predictor.calibrate`` does with one measurement on a device: every prediction of the group is multiplied
+    by measured / predicted of the reference. Entry ``r`` scores rows ``!= r`` with row ``r`` as the reference; the
+    mean over entries is the expected MAPE of a reference picked at random.
+
+    Raises:
+        GnnperfError: fewer than two rows, or what :func:`regression_metrics` rejects.
+    """
+    pred = _as_positive(pred_ms, "predicted times")
+    true = _as_positive(true_ms, "measured times")
+    if pred.shape != true.shape or len(pred) < 2:
+        raise GnnperfError(f"one-reference MAPE needs two or more rows, got {len(pred)} and {len(true)}")
+    # scaled[r, i] = pred[i] * true[r] / pred[r]
+    ape = np.abs(np.outer(true / pred, pred) / true[None, :] - 1.0)
+    np.fill_diagonal(ape, np.nan)
+    return 100.0 * np.nanmean(ape, axis=1)

@@ -11,7 +11,13 @@ import pytest
 from rich.console import Console
 
 from gnnperf.errors import GnnperfError
-from gnnperf.eval.metrics import METRICS, grouped_metrics, prediction_frame, regression_metrics
+from gnnperf.eval.metrics import (
+    METRICS,
+    grouped_metrics,
+    one_reference_mapes,
+    prediction_frame,
+    regression_metrics,
+)
 from gnnperf.eval.plots import plot_error_cdf, plot_pred_vs_true
 from gnnperf.eval.tables import comparison_table, print_table, stack_predictions, to_markdown
 
@@ -67,6 +73,19 @@ def frame() -> pd.DataFrame:
         family=["resnet", "resnet", "vit", "vit"],
         hardware=["cpu-1t", "cpu-2t", "cpu-1t", "cpu-2t"],
     )
+
+
+def test_one_reference_scales_by_the_reference_row():
+    # the predictor is right up to one factor on rows 0 and 1, and half as fast again on row 2
+    pred, true = np.array([1.0, 2.0, 4.0]), np.array([2.0, 4.0, 4.0])
+    mapes = one_reference_mapes(pred, true)
+    # reference 0 or 1: factor 2, rows 0-1 exact, row 2 predicted 8 for 4 (100%); reference 2: factor 1, 50% on 0 and 1
+    assert mapes == pytest.approx([50.0, 50.0, 50.0])
+    assert one_reference_mapes(pred * 3.0, true) == pytest.approx(
+        mapes
+    )  # the predictor's level does not matter
+    with pytest.raises(GnnperfError, match="two or more rows"):
+        one_reference_mapes([1.0], [1.0])
 
 
 def test_grouped_metrics_per_family_and_device(frame):
