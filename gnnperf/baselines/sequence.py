@@ -27,9 +27,11 @@ import torch
 from torch import nn
 
 from gnnperf.baselines.registry import Baseline, BaselineData, check_training_data, register_baseline
+from gnnperf.data.stats import MIN_SPAN
 from gnnperf.errors import GnnperfError
 
 PREDICT_CHUNK = 256  # graphs per forward pass at predict time
+CLIP = 10.0  # standardised context values are clipped here, as the GNN's (gnnperf.predictor.model)
 
 
 class _WindowNet(nn.Module):
@@ -66,9 +68,21 @@ def _threads(n: int | None) -> Iterator[None]:
         torch.set_num_threads(before)
 
 
+def _unvaried(std: np.ndarray, span: np.ndarray | None = None) -> np.ndarray:
+    """``std`` with the columns that did not vary in training set to infinity, so they standardise to 0.
+
+    With a std of 1 instead, a held-out device's value in a column every training row shared fed weights no
+    gradient shaped; with the column's own tiny std (two CPU hosts' memory, 25.33 and 25.32 GB), a third host's
+    25.28 GB was 16 deviations out: either way the baseline put a third CPU host 18x too fast
+    (experiments/cpu_unseen_host). A column whose training values ``span`` under ``MIN_SPAN`` counts as unvaried, as a
+    device column does for the GNN (``gnnperf.data.stats``).
+    """
+    still = std <= 1e-6 if span is None else (std <= 1e-6) | (span < MIN_SPAN)
+    return np.where(still, np.inf, std)
+
+
 def _stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    std = x.std(axis=0)
-    return x.mean(axis=0), np.where(std > 1e-6, std, 1.0)
+    return x.mean(axis=0), _unvaried(x.std(axis=0), np.ptp(x, axis=0))
 
 
 def _seq_stats(seqs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -77,8 +91,7 @@ def _seq_stats(seqs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     total = sum(s.sum(axis=0, dtype=np.float64) for s in seqs)
     mean = total / n
     var = sum(((s - mean) ** 2).sum(axis=0) for s in seqs) / n
-    std = np.sqrt(var)
-    return mean, np.where(std > 1e-6, std, 1.0)
+    return mean, _unvaried(np.sqrt(var))
 
 
 def _unique(seqs: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
@@ -150,7 +163,7 @@ class SequenceBaseline(Baseline):
         lengths = np.array([len(s) for s in distinct])
         starts = np.concatenate([[0], np.cumsum(lengths + len(pad))[:-1]])[where]
         lengths = lengths[where]
-        ctx = (ctx - self.stats["ctx_mean"]) / self.stats["ctx_std"]
+        ctx = np.clip((ctx - self.stats["ctx_mean"]) / self.stats["ctx_std"], -CLIP, CLIP)
         return (
             torch.from_numpy(np.concatenate(parts)),
             starts,

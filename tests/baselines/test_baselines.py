@@ -157,6 +157,19 @@ def test_sequence_packs_shared_op_arrays_once_with_the_same_predictions(splits):
     )
 
 
+def test_sequence_ignores_a_context_column_training_never_varied(splits):
+    # a third hardware column that every training row shares (one CPU host's cache size) and a test device differs in
+    def with_column(data: BaselineData, value: float) -> BaselineData:
+        out = data.subset(np.arange(len(data)))
+        out.hw = np.concatenate([data.hw, np.full((len(data), 1), value)], axis=1)
+        return out
+
+    model = get_baseline("sequence")(epochs=2).fit(with_column(splits["train"].subset(np.arange(40)), 5.7))
+    np.testing.assert_array_equal(
+        model.predict(with_column(splits["test"], 5.7)), model.predict(with_column(splits["test"], 6.2))
+    )
+
+
 def test_flops_uses_intercept_for_constant_overhead():
     data = make_data(60, ["dev-a"], seed=3, noise=0.0)
     data.y_ms = data.y_ms + 5.0  # launch overhead

@@ -22,7 +22,7 @@ from gnnperf.data.dataset import PerfDataset, workload_from_row
 from gnnperf.data.processing import GRAPHS_FILE, GraphFile
 from gnnperf.data.schema import sample_id
 from gnnperf.data.split_files import load_split
-from gnnperf.data.stats import feature_stats
+from gnnperf.data.stats import MIN_SPAN, STD_FLOOR, feature_stats
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache, build_graph
@@ -266,6 +266,20 @@ def test_feature_stats_use_only_the_given_indices(built) -> None:
         assert torch.allclose(stats[key][0], stats2[key][0]) and torch.allclose(stats[key][1], stats2[key][1])
     everything = feature_stats(ds2, np.arange(len(ds2)))
     assert not torch.allclose(everything["u"][0], stats["u"][0])
+
+
+def test_a_device_column_the_training_devices_barely_span_counts_as_constant(built, monkeypatch) -> None:
+    ds, *_ = built
+    train = np.arange(len(ds))
+    ids = sorted(set(ds._hw_id[train].tolist()))
+    hw = ds._hw.clone()
+    hw[ids, 0] = hw[ids[0], 0]
+    hw[ids[1], 0] += 1.0  # wide: a real difference between the training devices
+    hw[ids, 1] = hw[ids[0], 1]
+    hw[ids[1], 1] += MIN_SPAN / 2  # narrow: two hosts' 25.33 and 25.32 GB
+    monkeypatch.setattr(ds, "_hw", hw)
+    _, std = feature_stats(ds, train)["hw"]
+    assert float(std[1]) == pytest.approx(STD_FLOOR) and float(std[0]) > 0.1
 
 
 def test_stale_cache_is_rebuilt(built, monkeypatch) -> None:
