@@ -25,6 +25,7 @@ import re
 import statistics
 import time
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,9 @@ from gnnperf.hardware.table import HardwareSpec, canonical_name, load_table
 _ISA_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx", "sve", "bf16")
 _CPU_MATMUL_SIZES = (256, 384, 512)
 _CPU_COPY_FLOATS = 1 << 24  # 64 MiB per buffer: beyond most last-level caches
+# Five calls of each (about 10 ms at one thread) read 0.134-0.147 TFLOP/s in eight probes of one idle VM; timed for a
+# quarter second each, 0.147-0.149 (2026-12-06, experiments/cpu_unseen_host).
+_CPU_MIN_SECONDS = 0.25
 _SYS_CPU = Path("/sys/devices/system/cpu")
 
 
@@ -124,11 +128,12 @@ def _isa(info: dict[str, str]) -> str:
     return "+".join([platform.machine().lower() or "cpu", *have])
 
 
-def _median_rate(fn: Any, work: float, reps: int, sync: Any = None) -> float:
-    """Median of ``work / seconds`` over ``reps`` timed calls after one warm-up."""
+def _median_rate(fn: Any, work: float, reps: int, sync: Any = None, min_seconds: float = 0.0) -> float:
+    """Median of ``work / seconds`` over timed calls after one warm-up: ``reps`` of them, more until ``min_seconds``."""
     fn()
     rates = []
-    for _ in range(reps):
+    end = time.perf_counter() + min_seconds
+    while len(rates) < reps or time.perf_counter() < end:
         if sync:
             sync()
         t0 = time.perf_counter()
@@ -140,9 +145,12 @@ def _median_rate(fn: Any, work: float, reps: int, sync: Any = None) -> float:
 
 
 def measure_device(
-    device: str, sizes: tuple[int, ...], copy_floats: int, reps: int = 5
+    device: str, sizes: tuple[int, ...], copy_floats: int, reps: int = 5, min_seconds: float = 0.0
 ) -> tuple[float, float]:
-    """Achieved fp32 matmul TFLOP/s (median over sizes of each size's median) and copy GB/s (read + write)."""
+    """Achieved fp32 matmul TFLOP/s (median over sizes of each size's median) and copy GB/s (read + write).
+
+    Each size and the copy run ``reps`` times, and on for ``min_seconds`` if that is longer.
+    """
     import torch
 
     sync = torch.cuda.synchronize if device.startswith("cuda") else None
@@ -150,10 +158,11 @@ def measure_device(
     for n in sizes:
         a = torch.randn(n, n, device=device)
         b = torch.randn(n, n, device=device)
-        rates.append(_median_rate(lambda a=a, b=b: torch.mm(a, b), 2.0 * n**3 / 1e12, reps, sync))
+        rates.append(_median_rate(partial(torch.mm, a, b), 2.0 * n**3 / 1e12, reps, sync, min_seconds))
     src = torch.randn(copy_floats, device=device)
     dst = torch.empty_like(src)
-    gbs = _median_rate(lambda: dst.copy_(src), 2.0 * src.numel() * src.element_size() / 1e9, reps, sync)
+    moved = 2.0 * src.numel() * src.element_size() / 1e9
+    gbs = _median_rate(lambda: dst.copy_(src), moved, reps, sync, min_seconds)
     return statistics.median(rates), gbs
 
 
@@ -201,7 +210,9 @@ def _probe_cpu(threads: int | None, measure: bool, tag: str | None = None) -> Ha
     if measure:
         torch.set_num_threads(used)  # the measurement is for this thread count; restored below
         try:
-            fp32, bandwidth = measure_device("cpu", _CPU_MATMUL_SIZES, _CPU_COPY_FLOATS)
+            fp32, bandwidth = measure_device(
+                "cpu", _CPU_MATMUL_SIZES, _CPU_COPY_FLOATS, min_seconds=_CPU_MIN_SECONDS
+            )
         finally:
             torch.set_num_threads(previous)
     cache_note = ", ".join(f"L{lvl} {mb:g} MB" for lvl, mb in sorted(caches.items()) if lvl >= 2)

@@ -90,3 +90,17 @@ def test_cuda_probe_of_an_unknown_gpu(monkeypatch):
     spec = probe("cuda:0", measure=False)
     assert spec.name == "cuda-nvidia-future-gpu-x" and spec.sm_count == 108 and spec.l2_cache_mb == 40
     assert spec.peak_fp32_tflops is None and not np.isnan(hardware_vector(spec)).any()
+
+
+def test_rates_are_timed_for_at_least_min_seconds(monkeypatch):
+    from gnnperf.hardware import probe as probe_module
+
+    clock = iter(range(1000))  # every perf_counter() call advances one second
+    monkeypatch.setattr(probe_module.time, "perf_counter", lambda: float(next(clock)))
+    calls = []
+    rate = probe_module._median_rate(lambda: calls.append(1), work=2.0, reps=2, min_seconds=9.0)
+    assert rate == 2.0  # each timed call spans one tick: 2 units of work per second
+    # one warm-up; then timed calls (start at t=0, calls at t=1-2, 3-4, 6-7, 9-10) until nine seconds have passed
+    assert len(calls) == 1 + 4
+    assert probe_module._median_rate(lambda: calls.append(1), work=2.0, reps=2) == 2.0
+    assert len(calls) == 5 + 1 + 2  # without min_seconds: the reps only
