@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from gnnperf.baselines.registry import Baseline, BaselineData, check_training_data, register_baseline
-from gnnperf.data.stats import MIN_SPAN
+from gnnperf.data.stats import MIN_SPAN, STD_FLOOR
 from gnnperf.errors import GnnperfError
 
 PREDICT_CHUNK = 256  # graphs per forward pass at predict time
@@ -77,7 +77,7 @@ def _unvaried(std: np.ndarray, span: np.ndarray | None = None) -> np.ndarray:
     (experiments/cpu_unseen_host). A column whose training values ``span`` under ``MIN_SPAN`` counts as unvaried, as a
     device column does for the GNN (``gnnperf.data.stats``).
     """
-    still = std <= 1e-6 if span is None else (std <= 1e-6) | (span < MIN_SPAN)
+    still = std <= STD_FLOOR if span is None else (std <= STD_FLOOR) | (span < MIN_SPAN)
     return np.where(still, np.inf, std)
 
 
