@@ -57,9 +57,9 @@ def _records(store: Path, rows: pd.DataFrame) -> dict[str, HardwareSpec]:
     return device_specs([store], sorted(rows.hardware.unique()))
 
 
-def host_ratios(new: pd.DataFrame, other: pd.DataFrame, new_spec: HardwareSpec, spec: HardwareSpec) -> dict:
-    """The new host's time over the other's on the steps both measured, beside the probes' rate ratios."""
-    both = new.merge(other, on=STEP, suffixes=("", "_other"))
+def host_ratios(both: pd.DataFrame, new_spec: HardwareSpec, spec: HardwareSpec) -> dict:
+    """The new host's time over the other's on the steps both measured (``both``: the two joined on :data:`STEP`,
+    the other's columns suffixed ``_other``), beside the probes' rate ratios."""
     ratio = both.iteration_time_ms / both.iteration_time_ms_other
     family = both.model_ref.str.split("?").str[0]
     return {
@@ -106,12 +106,10 @@ def predictor_scores(long: pd.DataFrame) -> dict:
     return out
 
 
-def measured_elsewhere(
-    new: pd.DataFrame, other: pd.DataFrame, scale: float, gnns: dict[str, pd.DataFrame]
-) -> dict:
-    """The new host's rows predicted by the same step's time on another host, as is and times ``scale``; and each
-    run's GNN (``gnns``: name -> its rows of a long prediction table) on the same rows."""
-    both = new.merge(other, on=STEP, suffixes=("", "_other"))
+def measured_elsewhere(both: pd.DataFrame, scale: float, gnns: dict[str, pd.DataFrame]) -> dict:
+    """The new host's rows predicted by the same step's time on another host (``both``, as :func:`host_ratios`
+    takes it), as is and times ``scale``; and each run's GNN (``gnns``: name -> its rows of a long prediction table)
+    on the same rows."""
     true, elsewhere = both.iteration_time_ms.to_numpy(), both.iteration_time_ms_other.to_numpy()
     out = {"as_is": _scores(elsewhere, true), "probe_scaled": _scores(elsewhere * scale, true)}
     for name, gnn in gnns.items():
@@ -153,12 +151,12 @@ def main() -> None:
     for store in args.other:
         rows = SampleStore(store).read().query("status == 'ok'")
         for name, spec in _records(store, rows).items():
-            other = rows[rows.hardware == name]
-            if spec.threads != new_spec.threads or other.merge(new, on=STEP).empty:
+            both = new.merge(rows[rows.hardware == name], on=STEP, suffixes=("", "_other"))
+            if spec.threads != new_spec.threads or both.empty:
                 continue
-            results["hosts"][name] = host_ratios(new, other, new_spec, spec)
+            results["hosts"][name] = host_ratios(both, new_spec, spec)
             scale = results["hosts"][name]["probe_matmul_time_ratio"]
-            results["measured_elsewhere"][name] = measured_elsewhere(new, other, scale, gnns)
+            results["measured_elsewhere"][name] = measured_elsewhere(both, scale, gnns)
     args.out.write_text(json.dumps(results, indent=1) + "\n")
     print(json.dumps({k: results[k] for k in ("host", "rows")}))
     for name, host in results["hosts"].items():

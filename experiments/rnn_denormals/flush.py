@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -29,12 +30,12 @@ from gnnperf.measure.workload import MeasureSettings
 from gnnperf.zoo.resolve import resolve
 
 
-def timed(row: pd.Series, threads: int, flush: bool) -> float:
+def timed(spec: Any, row: pd.Series, threads: int, flush: bool) -> float:
     """The harness's median step for the row's workload on this CPU at ``threads``, flush-to-zero as given."""
     settings = MeasureSettings(device="cpu", threads=threads)
     torch.set_flush_denormal(flush)
     try:
-        result = measure(resolve(row.model_ref), workload_from_row(row), settings)
+        result = measure(spec, workload_from_row(row), settings)
     finally:
         torch.set_flush_denormal(False)
     if result["status"] != "ok":
@@ -65,7 +66,8 @@ def main() -> None:
     }
     out = []
     for _, row in rows.iterrows():
-        default, flushed = (timed(row, threads[row.hardware] or 1, flush) for flush in (False, True))
+        spec = resolve(row.model_ref)
+        default, flushed = (timed(spec, row, threads[row.hardware] or 1, flush) for flush in (False, True))
         out.append({
             "model_ref": row.model_ref, "family": row.family, "batch_size": int(row.batch_size),
             "optimizer": row.optimizer, "stored_ms": round(float(row.iteration_time_ms), 2),
