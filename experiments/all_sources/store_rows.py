@@ -16,10 +16,9 @@ import argparse
 import json
 from pathlib import Path
 
-import numpy as np
-
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError, run_script
+from gnnperf.eval.metrics import regression_metrics
 from gnnperf.predict import Predictor, Query
 
 GROUP = ["kind", "precision", "optimizer"]
@@ -38,22 +37,17 @@ def main() -> None:
     queries = [Query.from_sample(r) for _, r in rows.iterrows()]
     rows = rows.assign(kind=rows.model_ref.str.split(":").str[0])
     out: dict = {"store": str(args.store), "checkpoints": named, "n": len(rows), "all": {}, "groups": []}
+    true = rows.iteration_time_ms.to_numpy()
     for name, path in named.items():
-        pred = np.array(
-            [
-                r["iteration_time_ms"]
-                for r in Predictor.from_checkpoint(path).predict(queries, update_floor=False)
-            ]
-        )
-        rows[f"ape_{name}"] = np.abs(pred / rows.iteration_time_ms.to_numpy() - 1) * 100
-        rows[f"ratio_{name}"] = rows.iteration_time_ms.to_numpy() / pred  # measured / predicted
-        out["all"][name] = round(float(rows[f"ape_{name}"].mean()), 2)
+        predicted = Predictor.from_checkpoint(path).predict(queries, update_floor=False)
+        rows[name] = [r["iteration_time_ms"] for r in predicted]
+        out["all"][name] = round(regression_metrics(rows[name], true)["mape"], 2)
     for key, g in rows.groupby(GROUP):
         entry = dict(zip(GROUP, key, strict=True), n=len(g))
         for name in named:
             entry[name] = {
-                "mape": round(float(g[f"ape_{name}"].mean()), 2),
-                "mean_measured_over_predicted": round(float(g[f"ratio_{name}"].mean()), 3),
+                "mape": round(regression_metrics(g[name], g.iteration_time_ms)["mape"], 2),
+                "mean_measured_over_predicted": round(float((g.iteration_time_ms / g[name]).mean()), 3),
             }
         out["groups"].append(entry)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
