@@ -63,6 +63,23 @@ def features(rows: pd.DataFrame, costs: pd.DataFrame, layout: bool = False) -> t
     return x, int((~known).sum())
 
 
+def fold_scores(
+    x: pd.DataFrame, rows: pd.DataFrame, split: str, num_folds: int
+) -> tuple[list[dict], dict[str, float]]:
+    """Boosted trees on ``x`` (log ms, train + val) over gnnperf's ``split`` of ``rows``, seed 0: per fold, and means."""
+    folds = []
+    for fold in range(num_folds):
+        part = make_split(split, rows, seed=0, fold=fold, num_folds=num_folds)
+        fit_rows = np.concatenate([part["train"], part["val"]])
+        model = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, random_state=0)
+        model.fit(x.iloc[fit_rows], np.log(rows["iteration_time_ms"].iloc[fit_rows]))
+        pred = np.exp(model.predict(x.iloc[part["test"]]))
+        m = regression_metrics(pred, rows["iteration_time_ms"].to_numpy()[part["test"]])
+        folds.append({"fold": fold, **{k: round(float(v), 4) for k, v in m.items()}})
+    mean = {k: round(float(np.mean([f[k] for f in folds])), 4) for k in ("mape", "median_ape", "within_10")}
+    return folds, mean
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--store", type=Path, default=Path(".cache/stores/timm"), help="imported timm store")
@@ -86,19 +103,7 @@ def main() -> None:
         kept = rows.reset_index(drop=True).loc[x.index].reset_index(drop=True)
         x = x.reset_index(drop=True)
         for split in ("holdout_family", "random"):
-            folds = []
-            for fold in range(args.folds):
-                part = make_split(split, kept, seed=0, fold=fold, num_folds=args.folds)
-                fit_rows = np.concatenate([part["train"], part["val"]])
-                model = HistGradientBoostingRegressor(max_iter=300, learning_rate=0.05, random_state=0)
-                model.fit(x.iloc[fit_rows], np.log(kept["iteration_time_ms"].iloc[fit_rows]))
-                pred = np.exp(model.predict(x.iloc[part["test"]]))
-                m = regression_metrics(pred, kept["iteration_time_ms"].to_numpy()[part["test"]])
-                folds.append({"fold": fold, **{k: round(float(v), 4) for k, v in m.items()}})
-            mean = {
-                k: round(float(np.mean([f[k] for f in folds])), 4)
-                for k in ("mape", "median_ape", "within_10")
-            }
+            folds, mean = fold_scores(x, kept, split, args.folds)
             result["studies"][f"{name}/{split}"] = {
                 "rows": len(kept),
                 "dropped_rows_without_costs": dropped,
