@@ -61,12 +61,14 @@ def shares(graph: OpGraph) -> dict[str, float]:
     total, part = 0.0, dict.fromkeys(SHARES, 0.0)
     for i, cost in enumerate(costs):
         total += cost.mat_flops
-        w = widths(graph, i) if cost.mat_flops > 0 else None
-        if w is None:
+        if cost.mat_flops <= 0:
             continue
-        groups, cin = conv_groups(graph, i)
+        groups, cin = conv_groups(graph, i)  # (1, 0) for ops other than Conv
         if groups > 1 and groups == cin:
             part["dw"] += cost.mat_flops
+            continue
+        w = widths(graph, i)
+        if w is None:
             continue
         part["mis8"] += cost.mat_flops * any(d % 8 for d in w)
         part["mis16"] += cost.mat_flops * any(d % 16 for d in w)
@@ -129,11 +131,12 @@ def main() -> None:
     rows = rows[known].reset_index(drop=True)
     rows = rows.join(pd.DataFrame([of[k] for k in zip(rows.model_ref, rows.input_shape, strict=True)]))
 
+    costs = model_costs(args.tables)
     for name, part, layout in (
         ("nchw_only", rows[rows.memory_format == "contiguous"], False),
         ("both", rows, True),
     ):
-        x, _ = features(part.reset_index(drop=True), model_costs(args.tables), layout)
+        x, _ = features(part.reset_index(drop=True), costs, layout)
         kept = part.reset_index(drop=True).loc[x.index].reset_index(drop=True)
         x = x.reset_index(drop=True)
         for extra in ([], ["mis8"], SHARES):
