@@ -1,0 +1,128 @@
+"""How a grouped convolution's channels-last slowdown follows its channels per group, on timm's RTX 3090 table.
+
+Per model with at least ``--min-share`` of its forward FLOPs in grouped convolutions that are not depthwise
+(1 < groups < input channels): the measured channels-last / NCHW training step ratio (torch 1.12 rows, the same
+batch), against the FLOP-weighted geometric mean of those convolutions' input channels per group, from gnnperf's
+cached graphs. With ``--jobs`` (held-out-family job folders, several seeds of one fold set as comma-separated
+folders, combined by the geometric mean), also the GNN's measured / predicted ratio per layout for the same models.
+
+    .venv/bin/python experiments/timm_train_family/grouped_layout.py \\
+        --jobs multirun/align_v7/0,multirun/align_v7_s1/0 ... --out experiments/timm_train_family/results_grouped_layout.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from gnnperf.data.store import SampleStore
+from gnnperf.errors import run_script
+from gnnperf.eval.compare import read_predictions
+from gnnperf.graph.build import GraphCache, build_graph
+from gnnperf.graph.cost import graph_costs
+from gnnperf.graph.features import conv_groups
+
+BINS = [0, 8, 16, 32, 64, 4096]
+
+
+def grouped_profile(ref: str, shape: str, cache: GraphCache) -> tuple[float, float] | None:
+    """(share of forward FLOPs in grouped convolutions, their FLOP-weighted geometric mean channels per group)."""
+    try:
+        graph = build_graph(ref, tuple(int(d) for d in shape.split(",")), cache=cache, cached_only=True)
+    except Exception:  # not in the cache (failed export): left out
+        return None
+    costs, _ = graph_costs(graph, 1)
+    total = sum(c.flops for c in costs)
+    grouped = []
+    for i, node in enumerate(graph.nodes):
+        if node.op_type == "Conv":
+            groups, in_channels = conv_groups(graph, i)
+            if 1 < groups < in_channels and costs[i].flops > 0:
+                grouped.append((in_channels // groups, costs[i].flops))
+    if not grouped or total <= 0:
+        return 0.0, 0.0
+    flops = sum(f for _, f in grouped)
+    return flops / total, float(np.exp(sum(np.log(c) * f for c, f in grouped) / flops))
+
+
+def gnn_ratios(jobs: list[str]) -> pd.DataFrame:
+    """Measured / predicted per sample of the seed ensembles of ``jobs`` (each a comma-separated fold group)."""
+    frames = []
+    for group in jobs:
+        preds = [read_predictions(Path(j)) for j in group.split(",")]
+        preds = [p[p["predictor"] == "gnn"].set_index("sample_id") for p in preds]
+        first = preds[0]
+        log_pred = sum(np.log(p.loc[first.index, "pred_ms"]) for p in preds) / len(preds)
+        frames.append(pd.DataFrame({"ratio": first["true_ms"] / np.exp(log_pred)}))
+    return pd.concat(frames)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--store", type=Path, default=Path(".cache/stores/timm"), help="imported timm store")
+    p.add_argument("--graphs", type=Path, default=Path(".cache/graphs"), help="graph cache")
+    p.add_argument(
+        "--min-share", type=float, default=0.2, help="least share of FLOPs in grouped convolutions"
+    )
+    p.add_argument(
+        "--jobs", nargs="*", default=[], help="fold groups: comma-separated job folders of one fold"
+    )
+    p.add_argument("--out", type=Path, required=True)
+    args = p.parse_args()
+
+    rows = SampleStore(args.store, readonly=True).read(status="ok")
+    rows = rows[(rows["mode"] == "train") & (rows["software"] == "torch=1.12+cu113")]
+    cache = GraphCache(args.graphs)
+    keys = rows[["model_ref", "input_shape"]].drop_duplicates()
+    profile = {(r, s): grouped_profile(r, s, cache) for r, s in keys.itertuples(index=False)}
+    rows = rows[[profile[(r, s)] is not None for r, s in zip(rows["model_ref"], rows["input_shape"])]].copy()
+    rows["share"] = [profile[(r, s)][0] for r, s in zip(rows["model_ref"], rows["input_shape"])]
+    rows["cpg"] = [profile[(r, s)][1] for r, s in zip(rows["model_ref"], rows["input_shape"])]
+    rows = rows[rows["share"] >= args.min_share]
+    if args.jobs:
+        rows = rows.join(gnn_ratios(args.jobs).rename(columns={"ratio": "gnn_ratio"}), on="sample_id")
+    wide = rows.pivot_table(
+        index=["model_ref", "input_shape", "share", "cpg"],
+        columns="memory_format",
+        values="iteration_time_ms",
+    ).dropna()
+    wide["layout_ratio"] = wide["channels_last"] / wide["contiguous"]
+    wide = wide.reset_index()
+    wide["bin"] = pd.cut(wide["cpg"], BINS)
+    by_bin = wide.groupby("bin", observed=True)["layout_ratio"].describe()[["count", "25%", "50%", "75%"]]
+    by_bin.index = by_bin.index.astype(str)
+    out = {
+        "rows": "timm RTX 3090 training, torch 1.12, models with both layouts",
+        "min_share": args.min_share,
+        "models": len(wide),
+        "spearman_cpg_layout_ratio": float(wide["cpg"].corr(wide["layout_ratio"], method="spearman")),
+        "layout_ratio_by_channels_per_group": by_bin.round(3).reset_index().to_dict("records"),
+        "per_model": wide[["model_ref", "input_shape", "share", "cpg", "layout_ratio"]]
+        .round(3)
+        .to_dict("records"),
+    }
+    print(by_bin.round(2).to_string())
+    print(
+        f"{len(wide)} models; Spearman(channels per group, NHWC / NCHW) {out['spearman_cpg_layout_ratio']:.2f}"
+    )
+    if args.jobs:
+        scored = rows.dropna(subset=["gnn_ratio"]).copy()
+        scored["bin"] = pd.cut(scored["cpg"], BINS)
+        log_ratio = np.log(scored["gnn_ratio"]).groupby(
+            [scored["bin"], scored["memory_format"]], observed=True
+        )
+        gnn = np.exp(log_ratio.mean())
+        out["gnn_measured_over_predicted"] = {f"{b} {m}": round(float(v), 3) for (b, m), v in gnn.items()}
+        out["jobs"] = args.jobs
+        print("GNN measured / predicted (geometric mean) by channels per group and layout:")
+        print(gnn.unstack().round(2).to_string())
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    run_script(main)
