@@ -5,6 +5,9 @@ Per model with at least ``--min-share`` of its forward FLOPs in grouped convolut
 batch), against the FLOP-weighted geometric mean of those convolutions' input channels per group, from gnnperf's
 cached graphs. With ``--jobs`` (held-out-family job folders, several seeds of one fold set as comma-separated
 folders, combined by the geometric mean), also the GNN's measured / predicted ratio per layout for the same models.
+With ``--trees``, whether the issue's five-feature boosted trees (``five_features.py``, both layouts, layout as a
+sixth feature, gnnperf's family and random folds) score better with the grouped FLOP share times the layout flag, or
+with that share split at ``--band`` channels per group (two features), over all the table's training rows.
 
     .venv/bin/python experiments/timm_train_family/grouped_layout.py \\
         --jobs multirun/align_v7/0,multirun/align_v7_s1/0 ... --out experiments/timm_train_family/results_grouped_layout.json
@@ -18,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from five_features import features, fold_scores, model_costs  # this folder: run the script by its path
 
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import run_script
@@ -29,8 +33,9 @@ from gnnperf.graph.features import conv_groups
 BINS = [0, 8, 16, 32, 64, 4096]
 
 
-def grouped_profile(ref: str, shape: str, cache: GraphCache) -> tuple[float, float] | None:
-    """(share of forward FLOPs in grouped convolutions, their FLOP-weighted geometric mean channels per group)."""
+def grouped_profile(ref: str, shape: str, cache: GraphCache, band: int = 16) -> tuple[float, ...] | None:
+    """Share of forward FLOPs in grouped convolutions, their FLOP-weighted geometric mean channels per group, and
+    the shares in those with at most and with more than ``band`` channels per group."""
     try:
         graph = build_graph(ref, tuple(int(d) for d in shape.split(",")), cache=cache, cached_only=True)
     except Exception:  # not in the cache (failed export): left out
@@ -44,9 +49,11 @@ def grouped_profile(ref: str, shape: str, cache: GraphCache) -> tuple[float, flo
             if 1 < groups < in_channels and costs[i].flops > 0:
                 grouped.append((in_channels // groups, costs[i].flops))
     if not grouped or total <= 0:
-        return 0.0, 0.0
+        return 0.0, 0.0, 0.0, 0.0
     flops = sum(f for _, f in grouped)
-    return flops / total, float(np.exp(sum(np.log(c) * f for c, f in grouped) / flops))
+    narrow = sum(f for c, f in grouped if c <= band)
+    cpg = float(np.exp(sum(np.log(c) * f for c, f in grouped) / flops))
+    return flops / total, cpg, narrow / total, (flops - narrow) / total
 
 
 def gnn_ratios(jobs: list[str]) -> pd.DataFrame:
@@ -61,6 +68,35 @@ def gnn_ratios(jobs: list[str]) -> pd.DataFrame:
     return pd.concat(frames)
 
 
+def tree_scores(rows: pd.DataFrame, tables: Path) -> dict:
+    """Mean MAPE of the five-feature trees (both layouts) with no share, the share x layout, and the banded shares."""
+    x, _ = features(rows, model_costs(tables), layout=True)
+    kept = rows.loc[x.index].reset_index(drop=True)
+    x = x.reset_index(drop=True)
+    channels_last = (kept["memory_format"] == "channels_last").to_numpy(float)
+    extras = {
+        "five": pd.DataFrame(index=x.index),
+        "five+share_x_layout": pd.DataFrame({"share_x_cl": kept["share"] * channels_last}),
+        "five+banded_shares_x_layout": pd.DataFrame(
+            {
+                "narrow_x_cl": kept["share_narrow"] * channels_last,
+                "wide_x_cl": kept["share_wide"] * channels_last,
+            }
+        ),
+    }
+    result = {}
+    for name, extra in extras.items():
+        for split in ("holdout_family", "random"):
+            folds, mean = fold_scores(x.join(extra), kept, split, 5)
+            result[f"{name}/{split}"] = {
+                "rows": len(kept),
+                "mape": mean["mape"],
+                "fold_mape": [f["mape"] for f in folds],
+            }
+            print(f"trees {name}/{split}: MAPE {mean['mape']:.1f}")
+    return result
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--store", type=Path, default=Path(".cache/stores/timm"), help="imported timm store")
@@ -71,6 +107,13 @@ def main() -> None:
     p.add_argument(
         "--jobs", nargs="*", default=[], help="fold groups: comma-separated job folders of one fold"
     )
+    p.add_argument(
+        "--band", type=int, default=16, help="channels per group splitting the two shares (--trees)"
+    )
+    p.add_argument("--trees", action="store_true", help="also fit the five-feature trees with the shares")
+    p.add_argument(
+        "--tables", type=Path, default=Path("../shared/external/timm/head"), help="timm CSV folder"
+    )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
 
@@ -78,10 +121,13 @@ def main() -> None:
     rows = rows[(rows["mode"] == "train") & (rows["software"] == "torch=1.12+cu113")]
     cache = GraphCache(args.graphs)
     keys = rows[["model_ref", "input_shape"]].drop_duplicates()
-    profile = {(r, s): grouped_profile(r, s, cache) for r, s in keys.itertuples(index=False)}
-    rows = rows[[profile[(r, s)] is not None for r, s in zip(rows["model_ref"], rows["input_shape"])]].copy()
-    rows["share"] = [profile[(r, s)][0] for r, s in zip(rows["model_ref"], rows["input_shape"])]
-    rows["cpg"] = [profile[(r, s)][1] for r, s in zip(rows["model_ref"], rows["input_shape"])]
+    profile = {(r, s): grouped_profile(r, s, cache, args.band) for r, s in keys.itertuples(index=False)}
+    rows = rows[[profile[(r, s)] is not None for r, s in zip(rows["model_ref"], rows["input_shape"])]]
+    columns = ["share", "cpg", "share_narrow", "share_wide"]
+    rows = rows.reset_index(drop=True).join(
+        pd.DataFrame([profile[k] for k in zip(rows["model_ref"], rows["input_shape"])], columns=columns)
+    )
+    trees = tree_scores(rows, args.tables) if args.trees else None
     rows = rows[rows["share"] >= args.min_share]
     if args.jobs:
         rows = rows.join(gnn_ratios(args.jobs).rename(columns={"ratio": "gnn_ratio"}), on="sample_id")
@@ -120,6 +166,8 @@ def main() -> None:
         out["jobs"] = args.jobs
         print("GNN measured / predicted (geometric mean) by channels per group and layout:")
         print(gnn.unstack().round(2).to_string())
+    if trees is not None:
+        out["trees"] = trees
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}")
 
