@@ -24,7 +24,7 @@ import pandas as pd
 from five_features import features, fold_scores, model_costs  # this folder: run the script by its path
 
 from gnnperf.data.store import SampleStore
-from gnnperf.errors import run_script
+from gnnperf.errors import GnnperfError, run_script
 from gnnperf.eval.compare import read_predictions
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cost import graph_costs
@@ -38,7 +38,7 @@ def grouped_profile(ref: str, shape: str, cache: GraphCache, band: int = 16) -> 
     the shares in those with at most and with more than ``band`` channels per group."""
     try:
         graph = build_graph(ref, tuple(int(d) for d in shape.split(",")), cache=cache, cached_only=True)
-    except Exception:  # not in the cache (failed export): left out
+    except GnnperfError:  # not in the cache (failed export): left out
         return None
     costs, _ = graph_costs(graph, 1)
     total = sum(c.flops for c in costs)
