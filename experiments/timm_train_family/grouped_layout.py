@@ -1,7 +1,7 @@
 """How a grouped convolution's channels-last slowdown follows its channels per group, on timm's RTX 3090 table.
 
 Per model with at least ``--min-share`` of its forward FLOPs in grouped convolutions that are not depthwise
-(1 < groups < input channels): the measured channels-last / NCHW training step ratio (torch 1.12 rows, the same
+(1 < groups < input channels): the measured channels-last / NCHW training step ratio (torch 1.12 rows or ``--software``, the same
 batch), against the FLOP-weighted geometric mean of those convolutions' input channels per group, from gnnperf's
 cached graphs. With ``--jobs`` (held-out-family job folders, several seeds of one fold set as comma-separated
 folders, combined by the geometric mean), also the GNN's measured / predicted ratio per layout for the same models.
@@ -52,7 +52,8 @@ def grouped_profile(ref: str, shape: str, cache: GraphCache, band: int = 16) -> 
         return 0.0, 0.0, 0.0, 0.0
     flops = sum(f for _, f in grouped)
     narrow = sum(f for c, f in grouped if c <= band)
-    cpg = float(np.exp(sum(np.log(c) * f for c, f in grouped) / flops))
+    # rounded: the mean of equal widths comes back a hair off them (16.000000000000004), across a bin edge
+    cpg = round(float(np.exp(sum(np.log(c) * f for c, f in grouped) / flops)), 6)
     return flops / total, cpg, narrow / total, (flops - narrow) / total
 
 
@@ -112,13 +113,18 @@ def main() -> None:
     )
     p.add_argument("--trees", action="store_true", help="also fit the five-feature trees with the shares")
     p.add_argument(
+        "--software", default="torch=1.12+cu113", help="the store's rows of this release (the scored table's)"
+    )
+    p.add_argument(
         "--tables", type=Path, default=Path("../shared/external/timm/head"), help="timm CSV folder"
     )
     p.add_argument("--out", type=Path, required=True)
     args = p.parse_args()
 
     rows = SampleStore(args.store, readonly=True).read(status="ok")
-    rows = rows[(rows["mode"] == "train") & (rows["software"] == "torch=1.12+cu113")]
+    rows = rows[(rows["mode"] == "train") & (rows["software"] == args.software)]
+    if rows.empty:
+        raise SystemExit(f"error: {args.store} has no training rows of {args.software}")
     cache = GraphCache(args.graphs)
     keys = rows[["model_ref", "input_shape"]].drop_duplicates()
     profile = {(r, s): grouped_profile(r, s, cache, args.band) for r, s in keys.itertuples(index=False)}
@@ -142,7 +148,7 @@ def main() -> None:
     by_bin = wide.groupby("bin", observed=True)["layout_ratio"].describe()[["count", "25%", "50%", "75%"]]
     by_bin.index = by_bin.index.astype(str)
     out = {
-        "rows": "timm RTX 3090 training, torch 1.12, models with both layouts",
+        "rows": f"timm RTX 3090 training, {args.software}, models with both layouts",
         "min_share": args.min_share,
         "models": len(wide),
         "spearman_cpg_layout_ratio": float(wide["cpg"].corr(wide["layout_ratio"], method="spearman")),
