@@ -1,16 +1,18 @@
 """How a grouped convolution's channels-last slowdown follows its channels per group, on timm's RTX 3090 table.
 
-Per model with at least ``--min-share`` of its forward FLOPs in grouped convolutions that are not depthwise
-(1 < groups < input channels): the measured channels-last / NCHW training step ratio (torch 1.12 rows or ``--software``, the same
-batch), against the FLOP-weighted geometric mean of those convolutions' input channels per group, from gnnperf's
-cached graphs. With ``--jobs`` (held-out-family job folders, several seeds of one fold set as comma-separated
-folders, combined by the geometric mean), also the GNN's measured / predicted ratio per layout for the same models.
-With ``--trees``, whether the issue's five-feature boosted trees (``five_features.py``, both layouts, layout as a
-sixth feature, gnnperf's family and random folds) score better with the grouped FLOP share times the layout flag, or
-with that share split at ``--band`` channels per group (two features), over all the table's training rows.
+Per model with at least ``--min-share`` of its forward FLOPs in grouped convolutions that are not depthwise (1 <
+groups < input channels): the measured channels-last / NCHW training step ratio (the rows of ``--software``, torch
+1.12 unless told, same batch), against the FLOP-weighted geometric mean of those convolutions' input channels per
+group, from gnnperf's cached graphs. With ``--jobs`` (held-out-family job folders, several seeds of one fold set as
+comma-separated folders, combined by the geometric mean), also the GNN's measured / predicted ratio per layout for
+the same models. With ``--trees``, whether the issue's five-feature boosted trees (``five_features.py``, both
+layouts, layout as a sixth feature, gnnperf's family and random folds) score better with the grouped FLOP share
+times the layout flag, or with that share split at ``--band`` channels per group (two features), over all the
+table's training rows.
 
     .venv/bin/python experiments/timm_train_family/grouped_layout.py \\
-        --jobs multirun/align_v7/0,multirun/align_v7_s1/0 ... --out experiments/timm_train_family/results_grouped_layout.json
+        --jobs multirun/align_v7/0,multirun/align_v7_s1/0 ... \\
+        --out experiments/timm_train_family/results_grouped_layout.json
 """
 
 from __future__ import annotations
