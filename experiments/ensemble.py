@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from gnnperf.errors import run_script
-from gnnperf.eval.compare import read_predictions
+from gnnperf.eval.compare import member_predictions, read_predictions
 from gnnperf.eval.metrics import prediction_frame
 from gnnperf.eval.tables import comparison_table, to_markdown
 
@@ -45,14 +45,8 @@ def calibrated(pred: np.ndarray, true: np.ndarray, rows: pd.DataFrame, reference
 
 def fold_table(jobs: list[Path], calibrate_with: str | None = None, blend_with: str = "gbm") -> pd.DataFrame:
     """Comparison table of one fold: members, their ensemble, the blend, and the first job's baselines."""
-    first = read_predictions(jobs[0])
-    ids = np.sort(first.loc[first.predictor == "gnn", "sample_id"].to_numpy())
-    members = []
-    for job in jobs:
-        gnn = read_predictions(job).query("predictor == 'gnn'").set_index("sample_id")
-        if not np.array_equal(np.sort(gnn.index.to_numpy()), ids):
-            raise SystemExit(f"error: {job} scored other test samples than {jobs[0]}: not the same split")
-        members.append(gnn.loc[ids])
+    members = member_predictions(jobs)
+    ids = members[0].index
     true = members[0]["true_ms"].to_numpy()
     log_preds = np.log(np.stack([m["pred_ms"].to_numpy() for m in members]))
     frames = {f"gnn[{k}]": prediction_frame(np.exp(lp), true) for k, lp in enumerate(log_preds)}
@@ -60,7 +54,7 @@ def fold_table(jobs: list[Path], calibrate_with: str | None = None, blend_with: 
     frames["gnn-ens"] = prediction_frame(np.exp(ensemble), true)
     baselines = {
         name: group.set_index("sample_id").loc[ids, "pred_ms"].to_numpy()
-        for name, group in first.groupby("predictor")
+        for name, group in read_predictions(jobs[0]).groupby("predictor")
         if name != "gnn"
     }
     if blend_with in baselines:

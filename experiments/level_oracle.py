@@ -34,22 +34,20 @@ import pandas as pd
 
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import run_script
-from gnnperf.eval.compare import read_predictions
+from gnnperf.eval.compare import ensemble_predictions, read_predictions
 from gnnperf.eval.metrics import regression_metrics
 
 
 def fold_frame(jobs: list[Path], baseline: str) -> pd.DataFrame:
     """One row per test sample: family, model, true time, the jobs' GNN ensemble and the first job's baseline."""
-    long = [read_predictions(job) for job in jobs]
-    wide = [p.pivot_table(index="sample_id", columns="predictor", values="pred_ms") for p in long]
-    ids = wide[0].index
-    if any(set(w.index) != set(ids) for w in wide):
-        raise SystemExit(f"error: the jobs {', '.join(map(str, jobs))} scored different test samples")
-    first = long[0].drop_duplicates("sample_id").set_index("sample_id").loc[ids]
-    if baseline not in wide[0]:
+    gnn = ensemble_predictions(jobs)
+    first = read_predictions(jobs[0])
+    base = first[first["predictor"] == baseline].set_index("sample_id")["pred_ms"]
+    if base.empty:
         raise SystemExit(f"error: {jobs[0]} has no {baseline} predictions (run it with that baseline)")
-    gnn = np.exp(np.mean([np.log(w.loc[ids, "gnn"].to_numpy()) for w in wide], axis=0))
-    return first[["model_ref", "family", "true_ms"]].assign(gnn=gnn, **{baseline: wide[0].loc[ids, baseline]})
+    return gnn[["model_ref", "family", "true_ms"]].assign(
+        gnn=gnn["pred_ms"], **{baseline: base.reindex(gnn.index)}
+    )
 
 
 def is_reference(frame: pd.DataFrame, level: list[str], reference: str | None = None) -> pd.Series:

@@ -29,7 +29,7 @@ from five_features import features, fold_scores, model_costs  # this folder: run
 
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError, run_script
-from gnnperf.eval.compare import read_predictions
+from gnnperf.eval.compare import ensemble_predictions
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cost import graph_costs
 from gnnperf.graph.features import conv_groups
@@ -63,14 +63,8 @@ def grouped_profile(ref: str, shape: str, cache: GraphCache, band: int = 16) -> 
 
 def gnn_ratios(jobs: list[str]) -> pd.DataFrame:
     """Measured / predicted per sample of the seed ensembles of ``jobs`` (each a comma-separated fold group)."""
-    frames = []
-    for group in jobs:
-        preds = [read_predictions(Path(j)) for j in group.split(",")]
-        preds = [p[p["predictor"] == "gnn"].set_index("sample_id") for p in preds]
-        first = preds[0]
-        log_pred = sum(np.log(p.loc[first.index, "pred_ms"]) for p in preds) / len(preds)
-        frames.append(pd.DataFrame({"ratio": first["true_ms"] / np.exp(log_pred)}))
-    return pd.concat(frames)
+    frames = [ensemble_predictions(group.split(",")) for group in jobs]
+    return pd.concat([pd.DataFrame({"ratio": f["true_ms"] / f["pred_ms"]}) for f in frames])
 
 
 def band_ceiling(rows: pd.DataFrame, min_share: float) -> dict:

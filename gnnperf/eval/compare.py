@@ -119,5 +119,35 @@ def read_predictions(job_dir: str | Path) -> pd.DataFrame:
     return pd.read_csv(path, dtype={"sample_id": str})
 
 
+def member_predictions(jobs: Sequence[str | Path], predictor: str = "gnn") -> list[pd.DataFrame]:
+    """``predictor``'s test rows of each job folder (:func:`read_predictions`), indexed by ``sample_id`` in one
+    (sorted) order: the members of a seed ensemble, which must all have scored the same samples.
+
+    Raises:
+        GnnperfError: if there are no jobs, a job has no rows of ``predictor``, or a job scored other samples
+            than the first (another split).
+    """
+    if not jobs:
+        raise GnnperfError("no job folders given")
+    members = []
+    for job in jobs:
+        rows = read_predictions(job)
+        rows = rows[rows["predictor"] == predictor].set_index("sample_id").sort_index()
+        if rows.empty:
+            raise GnnperfError(f"{job} has no predictions of {predictor!r}")
+        if members and not rows.index.equals(members[0].index):
+            raise GnnperfError(f"{job} scored other test samples than {jobs[0]}: not the same split")
+        members.append(rows)
+    return members
+
+
+def ensemble_predictions(jobs: Sequence[str | Path], predictor: str = "gnn") -> pd.DataFrame:
+    """The first job's rows of ``predictor`` (:func:`member_predictions`) with ``pred_ms`` the geometric mean of
+    every job's: the seed ensemble the studies score (errors of time are relative, so the mean is taken in log)."""
+    members = member_predictions(jobs, predictor)
+    log_pred = np.mean([np.log(m["pred_ms"].to_numpy()) for m in members], axis=0)
+    return members[0].assign(pred_ms=np.exp(log_pred))
+
+
 def _records(table: pd.DataFrame) -> dict[str, Mapping[str, float]]:
     return {str(k): {c: float(v) for c, v in row.items()} for k, row in table.iterrows()}
