@@ -80,7 +80,16 @@ def test_releases_infer_experiment_changes_only_the_inference_rows() -> None:
             ("timm-benchmark", "infer", "torch=2.4.0+cu124", "rtx-4090", "channels_last", "amp_fp16", False),
             ("pytorch-gpu-benchmark", "train", "torch=1.4", "rtx-2080-ti", "contiguous", "fp16", True),
             ("pytorch-gpu-benchmark", "train", "torch=1.4", "rtx-2080-ti", "contiguous", "fp64", False),
-            ("neusight", "train", "torch=2.1.0", "t4", "contiguous", "fp32", True),
+            ("neusight", "train", "torch=2.1.0+transformers=4.38.1", "t4", "contiguous", "fp32", True),
+            (
+                "neusight",
+                "infer",
+                "torch=2.1.0+transformers=4.38.1+compile",
+                "l4",
+                "contiguous",
+                "fp32",
+                False,
+            ),
         ],
         columns=["source", "mode", "software", "hardware", "memory_format", "precision", "selected"],
     )
@@ -88,6 +97,35 @@ def test_releases_infer_experiment_changes_only_the_inference_rows() -> None:
     assert selected.index.tolist() == rows.index[rows["selected"]].tolist()
     changed = ("task_name", "data.stores", "data.root", "data.query")
     assert without(infer, *changed) == without(releases, *changed)
+
+
+@pytest.mark.parametrize(
+    "experiment",
+    ["all_sources", "neusight_lodo", "cnn_to_transformer", "timm_train_family_releases",
+     "timm_train_family_releases_infer", "timm_train_family_releases_nhwc112"],
+)  # fmt: skip
+def test_neusight_rows_are_the_eager_single_gpu_runs_only(experiment: str) -> None:
+    """No feature tells NeuSight's torch.compile rows or its Megatron 4-GPU runs (data, tensor or pipeline parallel,
+    452-1,598 ms for one workload) from its eager rows of the same model, batch and device: they stay out."""
+    rows = pd.DataFrame(
+        {
+            "software": [
+                "torch=2.1.0+transformers=4.38.1",
+                "torch=2.1.0+transformers=4.38.1+compile",
+                "torch=2.1.0+megatron+dp4",
+                "torch=2.1.0+megatron+pp4_1",
+            ],
+            "num_devices": [1, 1, 4, 4],
+        }
+    ).assign(
+        source="neusight",
+        mode="train",
+        precision="fp32",
+        memory_format="contiguous",
+        hardware="a100-sxm4-40gb",
+    )
+    selected = select_samples(rows, train_config(experiment)["data"]["query"])
+    assert selected["software"].tolist() == ["torch=2.1.0+transformers=4.38.1"]
 
 
 def test_releases_pt110_experiment_adds_only_the_torch_1_10_store() -> None:
