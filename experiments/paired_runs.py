@@ -6,7 +6,9 @@ same numbers), the new GNN blended with ``--blend-with`` (geometric mean, weight
 ``ensemble.py``), and the GNNs split by a sample column (``--column``, e.g. memory_format). Then the mean over folds.
 Both runs must have scored the same test samples, or, with ``--subset``, the new run a part of the earlier run's
 (e.g. one layout, through its data query): both are then scored on the new run's samples. ``--keep-in STORE``
-scores only the test samples that STORE holds, e.g. a store imported again after an adapter fix left rows out.
+scores only the test samples that STORE holds, e.g. a store imported again after an adapter fix left rows out;
+``--drop QUERY`` leaves out those whose row in ``--store`` matches a pandas query (python engine, so string methods
+work), e.g. rows a data config now leaves out.
 
     .venv/bin/python experiments/paired_runs.py --pair multirun/timm_family_e30/0,multirun/timm_family_opcost/0 \\
         --pair ... --store .cache/stores/timm --column memory_format --out experiments/.../results.json
@@ -41,6 +43,7 @@ def fold_table(
     column: pd.Series | None,
     keep: set[str] | None = None,
     subset: bool = False,
+    drop: set[str] | None = None,
 ) -> dict[str, dict]:
     """Metrics of one fold: ``gnn (new)``, ``gnn (earlier)``, the earlier baselines, the blend, per column value."""
     a, b = _wide(new), _wide(old)
@@ -52,6 +55,8 @@ def fold_table(
         raise SystemExit(f"error: {new} and {old} scored {what}")
     if keep is not None:
         a, b = a[a["sample_id"].isin(keep)], b[b["sample_id"].isin(keep)]
+    if drop:
+        a, b = a[~a["sample_id"].isin(drop)], b[~b["sample_id"].isin(drop)]
     joined = a[["sample_id", "true_ms", "gnn"]].merge(
         b.drop(columns="true_ms"), on="sample_id", suffixes=("", "_old")
     )
@@ -88,21 +93,27 @@ def main() -> None:
     p.add_argument("--column", help="sample column to split the GNNs by, e.g. memory_format")
     p.add_argument("--keep-in", type=Path, metavar="STORE", help="score only the test samples STORE holds")
     p.add_argument(
+        "--drop", metavar="QUERY", help="leave out the test samples whose --store row matches QUERY"
+    )
+    p.add_argument(
         "--subset", action="store_true", help="the new runs scored part of the earlier runs' test samples"
     )
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     keep = SampleStore(args.keep_in, readonly=True).existing_ids() if args.keep_in else None
-    column = None
-    if args.column:
+    column, drop = None, None
+    if args.column or args.drop:
         if not args.store:
-            raise SystemExit("error: --column needs --store")
+            raise SystemExit("error: --column and --drop need --store")
         samples = pd.concat(SampleStore(s, readonly=True).read(status="ok") for s in args.store)
-        column = samples.drop_duplicates("sample_id").set_index("sample_id")[args.column]
+        if args.column:
+            column = samples.drop_duplicates("sample_id").set_index("sample_id")[args.column]
+        if args.drop:
+            drop = set(samples.query(args.drop, engine="python")["sample_id"])
     folds = {}
     for pair in args.pair:
         new, old = (Path(x) for x in pair.split(","))
-        folds[str(new)] = fold_table(new, old, args.blend_with, column, keep, args.subset) | {
+        folds[str(new)] = fold_table(new, old, args.blend_with, column, keep, args.subset, drop) | {
             "earlier_job": str(old)
         }
     names = [k for k in next(iter(folds.values())) if k != "earlier_job"]
@@ -119,6 +130,7 @@ def main() -> None:
     if args.out:
         scored = {"kept_in": str(args.keep_in)} if args.keep_in else {}
         scored |= {"scored_on": "the new runs' test samples"} if args.subset else {}
+        scored |= {"dropped": args.drop} if args.drop else {}
         args.out.write_text(json.dumps({"folds": folds, "mean_over_folds": mean, **scored}, indent=1) + "\n")
 
 
