@@ -5,12 +5,12 @@ groups < input channels): the measured channels-last / NCHW training step ratio 
 1.12 unless told, same batch), against the FLOP-weighted geometric mean of those convolutions' input channels per
 group, from gnnperf's cached graphs. With ``--jobs`` (held-out-family job folders, several seeds of one fold set as
 comma-separated folders, combined by the geometric mean), also the GNN's measured / predicted ratio per layout for
-the same models, and the ceiling of any prior that prices the channels-last slowdown by channels per group alone: every
-scored row scored again with its band's measured / predicted (channels-last rows of those models only, fitted on the
-scored rows themselves, so an upper bound, not a result). With ``--trees``, whether the issue's five-feature boosted trees (``five_features.py``, both
-layouts, layout as a sixth feature, gnnperf's family and random folds) score better with the grouped FLOP share
-times the layout flag, or with that share split at ``--band`` channels per group (two features), over all the
-table's training rows.
+the same models, and the ceiling of any prior that prices the channels-last slowdown by channels per group alone:
+every scored row scored again with its band's measured / predicted (channels-last rows of those models only, fitted
+on the scored rows themselves, so an upper bound, not a result). With ``--trees``, whether the issue's five-feature
+boosted trees (``five_features.py``, both layouts, layout as a sixth feature, gnnperf's family and random folds)
+score better with the grouped FLOP share times the layout flag, or with that share split at ``--band`` channels per
+group (two features), over all the table's training rows.
 
     .venv/bin/python experiments/timm_train_family/grouped_layout.py \\
         --jobs multirun/align_v7/0,multirun/align_v7_s1/0 ... \\
@@ -30,6 +30,7 @@ from five_features import features, fold_scores, model_costs  # this folder: run
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError, run_script
 from gnnperf.eval.compare import ensemble_predictions
+from gnnperf.eval.metrics import regression_metrics
 from gnnperf.graph.build import GraphCache, build_graph
 from gnnperf.graph.cost import graph_costs
 from gnnperf.graph.features import conv_groups
@@ -77,11 +78,10 @@ def band_ceiling(rows: pd.DataFrame, min_share: float) -> dict:
     corrected = scored["gnn_ratio"].where(~chosen, scored["gnn_ratio"] / band.map(factor).astype(float))
 
     def score(ratio: pd.Series) -> dict:
-        error = (1 / ratio - 1).abs()  # |predicted - measured| / measured
-        return {
-            "mape": round(100 * float(error.mean()), 2),
-            "within_10pct": round(float((error < 0.1).mean()), 3),
-        }
+        metrics = regression_metrics(
+            1 / ratio.to_numpy(), np.ones(len(ratio))
+        )  # predicted / measured against 1
+        return {"mape": round(metrics["mape"], 2), "within_10pct": round(metrics["within_10"], 3)}
 
     out = {
         "rows": len(scored),
