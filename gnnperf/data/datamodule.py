@@ -32,7 +32,7 @@ class PerfDataModule(pl.LightningDataModule):
             a split can be committed and reproduced; one saved for another split (name, seed, fold, options)
             is refused rather than tested under this run's name.
         split_kwargs: extra split options (``val_frac``, ``test_frac``).
-        graph_cache, query, build_graphs, max_median_over_p10: see :class:`PerfDataset`.
+        graph_cache, query, build_graphs, max_median_over_p10, pool_software: see :class:`PerfDataset`.
 
     After :meth:`setup`: ``dataset``, ``split`` (row positions per part) and ``stats`` (train-only
     ``feature_stats``) are set.
@@ -54,6 +54,7 @@ class PerfDataModule(pl.LightningDataModule):
         query: str | None = None,
         build_graphs: bool = True,
         max_median_over_p10: float | None = None,
+        pool_software: bool = False,
     ) -> None:
         super().__init__()
         self.stores = [str(s) for s in ([stores] if isinstance(stores, (str, Path)) else stores)]
@@ -71,6 +72,7 @@ class PerfDataModule(pl.LightningDataModule):
         self.query = query
         self.build_graphs = build_graphs
         self.max_median_over_p10 = max_median_over_p10
+        self.pool_software = pool_software
         self.dataset: PerfDataset | None = None
         self._prepared: PerfDataset | None = None  # loaded by prepare_data, taken over by setup
         self.split: dict[str, np.ndarray] | None = None
@@ -90,6 +92,7 @@ class PerfDataModule(pl.LightningDataModule):
             query=self.query,
             build_graphs=self.build_graphs,
             max_median_over_p10=self.max_median_over_p10,
+            pool_software=self.pool_software,
         )
 
     def setup(self, stage: str | None = None) -> None:

@@ -35,7 +35,14 @@ from filelock import FileLock
 from torch_geometric.data import Data, Dataset
 
 from gnnperf.data.aggregate import aggregate_features
-from gnnperf.data.processing import GRAPHS_FILE, GraphFile, file_signature, process_samples, workload_from_row
+from gnnperf.data.processing import (
+    GRAPHS_FILE,
+    GraphFile,
+    check_software,
+    file_signature,
+    process_samples,
+    workload_from_row,
+)
 from gnnperf.data.store import SampleStore
 from gnnperf.errors import GnnperfError
 from gnnperf.graph.build import GraphCache, library_versions
@@ -95,6 +102,10 @@ class PerfDataset(Dataset):
         max_median_over_p10: drop (and count) samples whose median iteration time is over this many times their
             fastest decile: most of their iterations were slowed by something else on the machine, so the
             median is not the model's time. ``None``: keep all. Rows without a spread (public tables) stay.
+        pool_software: keep rows that share graph, workload and device with rows of other software (two releases
+            of one benchmark table, on purpose); ``False``: such rows are an error, since no feature tells them
+            apart (:func:`~gnnperf.data.processing.check_software`). Checked on every load, so it needs no
+            reprocessing.
         transform: PyG transform applied by ``__getitem__``.
         cache_size: most (graph, batch size) entries kept in memory (least recently used go); ``None``: all.
         log: print PyG's "Processing..." lines.
@@ -110,6 +121,7 @@ class PerfDataset(Dataset):
         query: str | None = None,
         build_graphs: bool = True,
         max_median_over_p10: float | None = None,
+        pool_software: bool = False,
         transform: Any = None,
         cache_size: int | None = None,
         log: bool = False,
@@ -126,6 +138,7 @@ class PerfDataset(Dataset):
         self.query = query or None
         self.build_graphs = build_graphs
         self.max_median_over_p10 = max_median_over_p10
+        self.pool_software = pool_software
         self.graph_cache = GraphCache(graph_cache) if isinstance(graph_cache, (str, Path)) else graph_cache
         self.cache_size = cache_size
         self._cache: OrderedDict[tuple[int, int], _Entry] = OrderedDict()
@@ -248,6 +261,7 @@ class PerfDataset(Dataset):
         self.meta: dict[str, Any] = json.loads((out / "meta.json").read_text())
         self.graphs: Sequence[OpGraph] = GraphFile(out / GRAPHS_FILE, self.meta["graph_offsets"])
         self.samples: pd.DataFrame = pd.read_parquet(out / "samples.parquet")
+        check_software(self.samples, self.pool_software)
         device_rows = json.loads((out / "devices.json").read_text())
         self.devices: list[str] = [r["device"] for r in device_rows]
         self.hardware_specs: dict[str, HardwareSpec] = {

@@ -183,6 +183,47 @@ def process_samples(
     (out / "meta.json").write_text(json.dumps(meta, indent=1))
 
 
+# What a sample's features say about its measurement besides the network: rows equal in all of these (and in the
+# graph) are one input to the model, whatever else their ``software`` says.
+SAME_INPUT = (
+    "graph_digest", "input_shape", "batch_size", "mode", "precision", "optimizer", "timed", "memory_format",
+    "num_devices", "hardware",
+)  # fmt: skip
+
+
+def mixed_software(samples: pd.DataFrame) -> pd.DataFrame:
+    """The rows of ``samples`` that share graph, workload and device (``SAME_INPUT``) with a row of other software.
+
+    No feature holds the software (the torch version, compiled or eager, another harness of the same table), so
+    such rows are one input with several labels: pooling them teaches the model their spread as noise.
+    """
+    if samples.empty:
+        return samples
+    counts = samples.groupby(list(SAME_INPUT), sort=False)["software"].transform("nunique")
+    return samples[counts.to_numpy() > 1]
+
+
+def check_software(samples: pd.DataFrame, pool: bool) -> None:
+    """Refuse (``pool=False``) or log (``pool=True``) kept samples that differ only in their software.
+
+    Raises:
+        GnnperfError: one line naming the devices and software strings involved and the two ways out.
+    """
+    mixed = mixed_software(samples)
+    if mixed.empty:
+        return
+    per_device = mixed.groupby("hardware")["software"].agg(lambda s: sorted(set(s)))
+    where = "; ".join(f"{hw}: {', '.join(map(repr, sw))}" for hw, sw in per_device.items())
+    what = f"{len(mixed)} of {len(samples)} samples share graph, workload and device with rows of other software ({where})"
+    if pool:
+        log.warning("%s: pooled as data.pool_software asks", what)
+        return
+    raise GnnperfError(
+        f"{what}, which no feature tells apart: keep one software per device in data.query, or set "
+        "data.pool_software=true to pool them on purpose"
+    )
+
+
 def _runs_sdpa(ref: str) -> bool:
     """Whether ``ref`` is an hf model that runs sdpa attention (one that cannot be resolved is counted where its
     graph is not built)."""

@@ -10,6 +10,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from gnnperf.apps import CONF_DIR
+from gnnperf.data.sources.torchvision_bench import CODE_2018, SOFTWARE
 from gnnperf.data.store import select_samples
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
@@ -59,7 +60,10 @@ def test_releases_experiment_is_the_every_table_one_with_the_older_release_in_tr
     for key in ("family_query", "test_query"):  # the folds and the scored rows of timm_train_family_all
         assert releases_kw[key] == f"{base_kw[key]} and {scored}"
     assert releases["model"]["readout"] == "roofline_scaled"
-    changed = ("task_name", "data.stores", "data.root", "split.kwargs.family_query")
+    assert (
+        releases["data"]["pool_software"] and not base["data"]["pool_software"]
+    )  # 1.11 and 1.12 rows of one input
+    changed = ("task_name", "data.stores", "data.root", "data.pool_software", "split.kwargs.family_query")
     assert without(releases, *changed, "model.readout") == without(base, *changed, "model.readout")
 
 
@@ -78,8 +82,24 @@ def test_releases_infer_experiment_changes_only_the_inference_rows() -> None:
             ("timm-benchmark", "infer", "torch=1.13+cu117", "rtx-3090", "contiguous", "amp_fp16", False),
             ("timm-benchmark", "infer", "torch=2.4.0+cu124", "rtx-4090", "contiguous", "amp_fp16", True),
             ("timm-benchmark", "infer", "torch=2.4.0+cu124", "rtx-4090", "channels_last", "amp_fp16", False),
-            ("pytorch-gpu-benchmark", "train", "torch=1.4", "rtx-2080-ti", "contiguous", "fp16", True),
-            ("pytorch-gpu-benchmark", "train", "torch=1.4", "rtx-2080-ti", "contiguous", "fp64", False),
+            (
+                "pytorch-gpu-benchmark",
+                "train",
+                SOFTWARE["2080ti(2)"],
+                "rtx-2080-ti",
+                "contiguous",
+                "fp16",
+                True,
+            ),
+            (
+                "pytorch-gpu-benchmark",
+                "train",
+                SOFTWARE["2080ti(2)"],
+                "rtx-2080-ti",
+                "contiguous",
+                "fp64",
+                False,
+            ),
             ("neusight", "train", "torch=2.1.0+transformers=4.38.1", "t4", "contiguous", "fp32", True),
             (
                 "neusight",
@@ -126,6 +146,31 @@ def test_neusight_rows_are_the_eager_single_gpu_runs_only(experiment: str) -> No
     )
     selected = select_samples(rows, train_config(experiment)["data"]["query"])
     assert selected["software"].tolist() == ["torch=2.1.0+transformers=4.38.1"]
+
+
+def test_every_experiment_keeps_one_run_of_the_rtx_2080_ti() -> None:
+    """The torchvision benchmark's RTX 2080 Ti folder holds four runs of one workload that only ``software`` tells
+    apart (torch 1.4, an unrecorded older set-up, the 2018 code on two cards): every experiment that selects the
+    benchmark's rows keeps the torch 1.4 run, the full grid the other GPUs have."""
+    card = [f"+gpu{k}" for k in (1, 2)]
+    runs = [SOFTWARE["2080ti(2)"], SOFTWARE["2080TI"], *(SOFTWARE["2080TI"] + CODE_2018 + c for c in card)]
+    rows = pd.DataFrame({"software": [*runs, SOFTWARE["TitanRTX"]]}).assign(
+        source="pytorch-gpu-benchmark",
+        mode="train",
+        precision="fp32",
+        memory_format="contiguous",
+        num_devices=1,
+        hardware=["rtx-2080-ti"] * len(runs) + ["titan-rtx"],
+    )
+    selecting = 0
+    for experiment in EXPERIMENTS:
+        cfg = composed(experiment)
+        if ".cache/stores/torchvision" not in cfg.data.stores:
+            continue
+        selecting += 1
+        selected = select_samples(rows, cfg.data.query)
+        assert selected["software"].tolist() == [SOFTWARE["2080ti(2)"], SOFTWARE["TitanRTX"]], experiment
+    assert selecting >= 10
 
 
 def test_releases_pt110_experiment_adds_only_the_torch_1_10_store() -> None:

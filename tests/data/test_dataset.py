@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import logging
 import math
 import os
 import threading
@@ -396,6 +397,31 @@ def test_samples_with_a_disturbed_median_are_dropped_and_counted(tmp_path) -> No
     assert sorted(ds.samples["iteration_time_ms"]) == [12.0, 50.0]
     assert ds.memory_report()["dropped"] == {"disturbed timing (median over 2x the fastest decile)": 1}
     assert len(PerfDataset(tmp_path / "root", [tmp_path / "store"])) == 3  # the limit is in the fingerprint
+
+
+def test_rows_that_differ_only_in_software_are_refused_unless_pooled_on_purpose(tmp_path, caplog) -> None:
+    """No feature holds the software: two runs of one workload on one device would be one input with two labels."""
+    rows = [
+        _row(REFS[0], 2, DEVICES[0], 5.0, software="torch=1.4"),
+        _row(REFS[0], 2, DEVICES[0], 7.0, software="torch=unknown"),  # the same workload, another run
+        _row(REFS[0], 4, DEVICES[0], 9.0, software="torch=unknown"),  # another batch: nothing to tell apart
+        _row(REFS[0], 2, DEVICES[1], 3.0, software="torch=unknown"),  # another device
+    ]
+    _write_store(tmp_path / "store", rows)
+    root, store = tmp_path / "root", [tmp_path / "store"]
+    message = (
+        "2 of 4 samples share graph, workload and device with rows of other software "
+        r"\(rtx-3090: 'torch=1.4', 'torch=unknown'\)"
+    )
+    with pytest.raises(GnnperfError, match=f"{message}.*data.pool_software=true"):
+        PerfDataset(root, store)
+    with caplog.at_level(logging.WARNING, logger="gnnperf.data.processing"):
+        pooled = PerfDataset(root, store, pool_software=True)  # the same processed files: checked on loading
+    assert len(pooled) == 4 and "pooled as data.pool_software asks" in caplog.text
+    with pytest.raises(GnnperfError, match=message):
+        PerfDataset(root, store)  # loaded, not reprocessed, and still refused
+    one_run = PerfDataset(tmp_path / "one", store, query="software == 'torch=unknown'")
+    assert sorted(one_run.samples["iteration_time_ms"]) == [3.0, 7.0, 9.0]
 
 
 def test_a_failed_processing_leaves_no_half_written_root(built) -> None:

@@ -57,7 +57,7 @@ SOFTWARE = {
     "2080TI": "torch=unknown+results-2080TI",
 }
 TF32_BY_DEFAULT = ("dgx-a100",)  # Ampere with PyTorch 1.7-1.11 defaults: fp32 math ran as TF32
-_CODE_2018 = "+code-2018"  # the 20-iteration, 15-model files of results/2080TI
+CODE_2018 = "+code-2018"  # the 20-iteration, 15-model files of results/2080TI
 _PRECISIONS = {"float": "fp32", "single": "fp32", "half": "fp16", "double": "fp64"}
 _NEW_RE = re.compile(
     r"^(?P<gpu>.+?)_(?P<n>\d+)_gpus__(?P<precision>[a-z]+)_model_(?P<mode>train|training|inference)_benchmark\.csv$"
@@ -91,7 +91,7 @@ def parse_file(file: Path) -> dict[str, Any]:
     if precision == "fp32" and folder in TF32_BY_DEFAULT:
         precision = "tf32"
     if old:
-        software += _CODE_2018 + (f"+gpu{m['card']}" if m["card"] else "")
+        software += CODE_2018 + (f"+gpu{m['card']}" if m["card"] else "")
     num_devices = 1 if old else int(m["n"])
     if not 1 <= num_devices <= INT64_MAX:
         raise ValueError(f"bad GPU count {num_devices} in the file name")
