@@ -14,7 +14,7 @@ import pytest
 
 import gnnperf.predict as predict_module
 from gnnperf.errors import GnnperfError
-from gnnperf.graph.features import FEATURE_VERSION
+from gnnperf.graph.features import FEATURE_VERSION, GRAPH_FEATURES
 from gnnperf.predict import SHIPPED_CHECKPOINT, Predictor, Query
 from gnnperf.zoo.hf import SDPA_CAUSAL, SDPA_TIME
 
@@ -793,12 +793,9 @@ def test_a_dataparallel_step_is_never_predicted_faster_than_on_one_gpu(capsys, m
 
     import gnnperf.predictor.model as model_module
     from gnnperf.cli import main
-    from gnnperf.graph.features import GRAPH_FEATURES
 
-    devices, network = (
-        [name for name, _ in GRAPH_FEATURES].index("log2_devices"),
-        model_module.predict_samples,
-    )
+    devices = [name for name, _ in GRAPH_FEATURES].index("log2_devices")
+    network = model_module.predict_samples
 
     def halved(model, items):
         ms, node_ms = network(model, items)
