@@ -48,7 +48,7 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     if len(dm.split["test"]) == 0:
         raise GnnperfError(f"the test part of split '{cfg.split.name}' is empty")
     trained_on = module.extras.get("trained_on", {})
-    seen = rows_trained_on(module.extras, list(cfg.data.stores), cfg.data.get("query"), dm)
+    seen = rows_trained_on(module.extras, list(cfg.data.stores), dm.query, dm)
     n_test = len(dm.split["test"])
     if seen:
         split = trained_on["split"]

@@ -131,7 +131,7 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         interval_coverage=float(cfg.interval),
         trained_on={
             "stores": list(cfg.data.stores),
-            "query": cfg.data.get("query"),
+            "query": dm.query,  # the rows used: data.query without data.exclude's
             "split": OmegaConf.to_container(cfg.split),
             "seed": int(cfg.seed),
             **coverage(train_samples, {name: spec.kind for name, spec in dm.dataset.hardware_specs.items()}),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from gnnperf.data.dataset import PerfDataset
 from gnnperf.data.split_files import load_split, save_split
 from gnnperf.data.splits import PARTS, make_split
 from gnnperf.data.stats import feature_stats
+from gnnperf.data.store import selection
 from gnnperf.errors import number
 
 
@@ -33,6 +34,9 @@ class PerfDataModule(pl.LightningDataModule):
             is refused rather than tested under this run's name.
         split_kwargs: extra split options (``val_frac``, ``test_frac``).
         graph_cache, query, build_graphs, max_median_over_p10, pool_software: see :class:`PerfDataset`.
+        exclude: named ``DataFrame.query`` expressions of rows never to use, whatever ``query`` selects
+            (:func:`~gnnperf.data.store.selection`); the data configs name the runs that another run of the same
+            workload already measured.
 
     After :meth:`setup`: ``dataset``, ``split`` (row positions per part) and ``stats`` (train-only
     ``feature_stats``) are set.
@@ -52,6 +56,7 @@ class PerfDataModule(pl.LightningDataModule):
         split_kwargs: dict[str, Any] | None = None,
         graph_cache: str | Path | None = None,
         query: str | None = None,
+        exclude: Mapping[str, str | None] | None = None,
         build_graphs: bool = True,
         max_median_over_p10: float | None = None,
         pool_software: bool = False,
@@ -69,7 +74,9 @@ class PerfDataModule(pl.LightningDataModule):
             split_kwargs = OmegaConf.to_container(split_kwargs, resolve=True)
         self.split_kwargs = dict(split_kwargs or {})
         self.graph_cache = graph_cache
-        self.query = query
+        if OmegaConf.is_config(exclude):
+            exclude = OmegaConf.to_container(exclude, resolve=True)
+        self.query = selection(query, exclude)
         self.build_graphs = build_graphs
         self.max_median_over_p10 = max_median_over_p10
         self.pool_software = pool_software

@@ -254,6 +254,18 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def selection(query: str | None, exclude: Mapping[str, str | None] | None = None) -> str | None:
+    """One ``DataFrame.query`` expression: the rows ``query`` selects (all when ``None``) that no ``exclude`` one does.
+
+    ``exclude`` names expressions of rows never to use (a ``None`` value switches one off), so a config adds to the
+    exclusions it inherits instead of repeating them: Hydra merges mappings where it replaces strings and lists.
+    """
+    left = " or ".join(f"({' '.join(e.split())})" for e in (exclude or {}).values() if e)
+    if not left:
+        return query or None
+    return f"({query}) and not ({left})" if query else f"not ({left})"
+
+
 def select_samples(samples: pd.DataFrame, query: str) -> pd.DataFrame:
     """The rows of ``samples`` that ``query`` (a ``DataFrame.query`` expression) selects; a bad one is a user error."""
     try:

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 
 from gnnperf.apps import CONF_DIR
 from gnnperf.data.sources.torchvision_bench import CODE_2018, SOFTWARE
-from gnnperf.data.store import select_samples
+from gnnperf.data.store import select_samples, selection
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
 
@@ -23,6 +23,16 @@ def composed(experiment: str):
 
 def train_config(experiment: str) -> dict:
     return OmegaConf.to_container(composed(experiment), resolve=False)
+
+
+def used(experiment: str) -> str | None:
+    """The selection the experiment's dataset applies: ``data.query`` without the rows ``data.exclude`` names."""
+    data = OmegaConf.to_container(composed(experiment).data, resolve=False)
+    return selection(data["query"], data["exclude"])
+
+
+def with_store(store: str) -> list[str]:
+    return [e for e in EXPERIMENTS if f".cache/stores/{store}" in composed(e).data.stores]
 
 
 def split_kwargs(experiment: str) -> dict:
@@ -113,17 +123,29 @@ def test_releases_infer_experiment_changes_only_the_inference_rows() -> None:
         ],
         columns=["source", "mode", "software", "hardware", "memory_format", "precision", "selected"],
     )
-    selected = select_samples(rows, infer["data"]["query"])
+    selected = select_samples(rows, used("timm_train_family_releases_infer"))
     assert selected.index.tolist() == rows.index[rows["selected"]].tolist()
     changed = ("task_name", "data.stores", "data.root", "data.query")
     assert without(infer, *changed) == without(releases, *changed)
 
 
-@pytest.mark.parametrize(
-    "experiment",
-    ["all_sources", "neusight_lodo", "cnn_to_transformer", "timm_train_family_releases",
-     "timm_train_family_releases_infer", "timm_train_family_releases_nhwc112"],
-)  # fmt: skip
+def test_nhwc112_experiment_adds_one_exclusion_to_the_releases_one() -> None:
+    releases = train_config("timm_train_family_releases")
+    nhwc112 = train_config("timm_train_family_releases_nhwc112")
+    added = nhwc112["data"]["exclude"].pop("torch111_channels_last")
+    assert "torch=1.11+cu113" in added and "channels_last" in added
+    changed = ("task_name", "data.root")
+    assert without(nhwc112, *changed) == without(releases, *changed)
+
+
+def test_selection_leaves_out_every_named_exclusion_that_is_set() -> None:
+    rows = pd.DataFrame({"a": [1, 2, 3, 4]})
+    assert selection(None) is None and selection("a > 1", {"off": None}) == "a > 1"
+    assert select_samples(rows, selection("a > 1", {"three": "a == 3", "off": None}))["a"].tolist() == [2, 4]
+    assert select_samples(rows, selection(None, {"one": "a == 1", "two": "a == 2"}))["a"].tolist() == [3, 4]
+
+
+@pytest.mark.parametrize("experiment", with_store("neusight"))
 def test_neusight_rows_are_the_eager_single_gpu_runs_only(experiment: str) -> None:
     """No feature tells NeuSight's torch.compile rows or its Megatron 4-GPU runs (data, tensor or pipeline parallel,
     452-1,598 ms for one workload) from its eager rows of the same model, batch and device: they stay out."""
@@ -144,7 +166,7 @@ def test_neusight_rows_are_the_eager_single_gpu_runs_only(experiment: str) -> No
         memory_format="contiguous",
         hardware="a100-sxm4-40gb",
     )
-    selected = select_samples(rows, train_config(experiment)["data"]["query"])
+    selected = select_samples(rows, used(experiment))
     assert selected["software"].tolist() == ["torch=2.1.0+transformers=4.38.1"]
 
 
@@ -162,15 +184,11 @@ def test_every_experiment_keeps_one_run_of_the_rtx_2080_ti() -> None:
         num_devices=1,
         hardware=["rtx-2080-ti"] * len(runs) + ["titan-rtx"],
     )
-    selecting = 0
-    for experiment in EXPERIMENTS:
-        cfg = composed(experiment)
-        if ".cache/stores/torchvision" not in cfg.data.stores:
-            continue
-        selecting += 1
-        selected = select_samples(rows, cfg.data.query)
+    selecting = with_store("torchvision")
+    for experiment in selecting:
+        selected = select_samples(rows, used(experiment))
         assert selected["software"].tolist() == [SOFTWARE["2080ti(2)"], SOFTWARE["TitanRTX"]], experiment
-    assert selecting >= 10
+    assert len(selecting) >= 10
 
 
 def test_releases_pt110_experiment_adds_only_the_torch_1_10_store() -> None:
