@@ -56,6 +56,19 @@ def grouped_convs() -> nn.Module:
     )
 
 
+def misaligned_matrices() -> nn.Module:
+    """Convolutions and linear layers whose widths are (not) multiples of 8, for a (8, 8, 8) input."""
+    return nn.Sequential(
+        nn.Conv2d(8, 16, 1),  # aligned
+        nn.Conv2d(16, 12, 1),  # 12 output channels
+        nn.Conv2d(12, 12, 3, groups=12),  # depthwise: no tensor-core kernel, never flagged
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(12, 32),  # reduction width 12
+        nn.Linear(32, 16),  # aligned
+    )
+
+
 class Broken(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         raise RuntimeError("this model cannot run")

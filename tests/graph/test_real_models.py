@@ -151,6 +151,17 @@ def test_grouped_convolution_features(graph_cache):
         assert agg[AGG_FEATURES.index("grouped_conv_x_channels_last")] == pytest.approx(interaction)
 
 
+def test_misaligned_matrix_widths(graph_cache):
+    from gnnperf.graph.features import NODE_FEATURES
+
+    graph = build_graph("tests.graph.factories:misaligned_matrices", (8, 8, 8), cache=graph_cache)
+    matrix = [i for i, n in enumerate(graph.nodes) if n.op_type in ("Conv", "Gemm", "MatMul")]
+    data = to_data(graph, Workload(batch_size=3))
+    column = data.x[:, [name for name, _ in NODE_FEATURES].index("misaligned8")]
+    assert column[matrix].tolist() == [0.0, 1.0, 0.0, 1.0, 0.0]
+    assert column.sum().item() == 2.0  # no other op is flagged
+
+
 @pytest.mark.parametrize("batch", [2, 6])
 def test_einsum_flops_count_the_ellipsis_dims(batch):
     spec = resolve("tests.graph.factories:einsums")
