@@ -11,7 +11,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gnnperf.graph.build import build_graph
 from gnnperf.graph.cost import graph_costs
-from gnnperf.graph.features import to_data
+from gnnperf.graph.features import NODE_FEATURES, to_data
 from gnnperf.measure.workload import Workload
 from gnnperf.zoo.resolve import resolve
 
@@ -131,7 +131,6 @@ def test_lean_export_is_identical(ref, monkeypatch, caplog):
 
 def test_grouped_convolution_features(graph_cache):
     from gnnperf.data.aggregate import AGG_FEATURES, aggregate_features
-    from gnnperf.graph.features import NODE_FEATURES
 
     graph = build_graph("tests.graph.factories:grouped_convs", (3, 8, 8), cache=graph_cache)
     data = to_data(graph, Workload(batch_size=2))
@@ -152,8 +151,6 @@ def test_grouped_convolution_features(graph_cache):
 
 
 def test_misaligned_matrix_widths(graph_cache):
-    from gnnperf.graph.features import NODE_FEATURES
-
     graph = build_graph("tests.graph.factories:misaligned_matrices", (8, 8, 8), cache=graph_cache)
     matrix = [i for i, n in enumerate(graph.nodes) if n.op_type in ("Conv", "Gemm", "MatMul")]
     data = to_data(graph, Workload(batch_size=3))
