@@ -45,7 +45,7 @@ class UnseenOpFallback:
     Args:
         seen_ops: [num_ops] bool, op types (in the checkpoint's vocabulary order) present in the train split;
             the network's own record of it is ``PerfGNN.seen_ops``.
-        baseline: a fitted registered baseline (``flops`` unless the config names another).
+        baseline: a fitted registered baseline (``opcost`` unless the config names another).
     """
 
     def __init__(self, seen_ops: np.ndarray, baseline: Baseline) -> None:
