@@ -95,6 +95,8 @@ def score_study(jobs: list[Path]) -> dict:
         print(job, per_job[str(job)])
         frames.append(rows[rows.w > 1e-6])
     pooled = pd.concat(frames)
+    if pooled.empty:
+        raise GnnperfError(f"no job of {', '.join(map(str, jobs))} blends any row: nothing to compare")
     families = {
         str(f): {k: _mape(g[k], g.true) for k in BLENDS}
         | {"rows": len(g), "mean_w": round(float(g.w.mean()), 3)}

@@ -49,9 +49,9 @@ def main() -> None:
         train, test = baseline_data(dm, "train"), baseline_data(dm, "test")
         model = OpCostBaseline().fit(train)
         coef = np.asarray(model.coef)
-        terms = features(test) * coef  # [n, 3 * classes + 1]: each term's ms in the prediction
+        raw = features(test)  # [n, 3 * classes + 1]: each class's roofline terms and op count
+        terms = raw * coef  # each term's ms in the prediction
         pred = terms.sum(axis=1)
-        raw = np.median(features(test), axis=0)
         result[name] = {
             "train_rows": len(train),
             "test_rows": len(test),
@@ -65,7 +65,7 @@ def main() -> None:
                 cls: {
                     "rates_compute_memory_per_op_ms": [round(float(c), 4) for c in coef[3 * j : 3 * j + 3]],
                     "test_median_compute_ms_memory_ms_ops": [
-                        round(float(r), 3) for r in raw[3 * j : 3 * j + 3]
+                        round(float(r), 3) for r in np.median(raw[:, 3 * j : 3 * j + 3], axis=0)
                     ],
                     "test_median_share_of_prediction": round(
                         float(np.median(terms[:, 3 * j : 3 * j + 3].sum(axis=1) / pred)), 4
