@@ -78,6 +78,10 @@ def grid(predictor: Predictor, models: list[str]) -> dict:
         "steps_below_batch1": int((drop < 1).sum()),
         "steps": len(steps),
         "least_over_batch1": float(drop.min()),
+        "least_over_batch1_step": {
+            "step": list(steps[int(drop.argmin())]),
+            "at_batch": BATCHES[int(by_step[int(drop.argmin())].argmin())],
+        },
     }
 
 
