@@ -17,8 +17,9 @@ not grow with the data, so a class the training data has plenty of keeps its own
 the pooled rates (NNLS alone leaves it at zero), and one it barely has near them. Trained on CNNs alone, the plain
 fit took the matrix products' compute rate from the classifier Gemms (1.4 to 10 across five training draws) and
 scored 38-608% on transformers; with the prior 19-24% (experiments/cnn_to_transformer, "A prior for the op
-classes"; the weight on every study: experiments/opcost_prior). ``prior=0`` is the plain fit of the studies before
-2026-12-05.
+classes"; the weight on every study: experiments/opcost_prior). Those runs had the RTX 2080 Ti's older set-ups among
+the CNN rows; without them the prior's fit scores 33-38% (weight 0.1: 23.8% on the mean; experiments/opcost_prior,
+last section). ``prior=0`` is the plain fit of the studies before 2026-12-05.
 """
 
 from __future__ import annotations
